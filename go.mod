@@ -1,0 +1,3 @@
+module github.com/rlmkit/rlm
+
+go 1.25
