@@ -1,0 +1,292 @@
+// Package execcmd implements `rlm exec`: run a snippet or file in a runtime
+// and exit with the program's own status.
+package execcmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rlmkit/rlm/cmd/rlm/internal/cmdutil"
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/backend"
+	"github.com/rlmkit/rlm/core/config"
+	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/program"
+)
+
+// BuiltinRuntimes are the runtimes rlm ships plugins for.
+var BuiltinRuntimes = []string{"python", "node", "golang", "shell"}
+
+// Options are exec's parsed flags.
+type Options struct {
+	F *cmdutil.Factory
+
+	Runtime   string
+	Backend   string
+	Code      string
+	CodeSet   bool
+	File      string
+	Timeout   time.Duration
+	MaxOutput string
+	Context   string
+	Check     bool
+	JSON      bool
+	Stdin     string
+	Args      []string
+	Env       []string
+	Files     []string
+	Out       string
+	Changed   func(name string) bool
+}
+
+// NewCmd builds the command; runF replaces the run function in tests.
+func NewCmd(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+	o := &Options{F: f}
+	cmd := &cobra.Command{
+		Use:   "exec [flags] (-c CODE | FILE | -)",
+		Short: "Run a snippet or a file in a runtime and print its output",
+		Long: `Run code in a runtime (python, node, golang, shell, or a third-party plugin).
+
+The exit status is the program's own; 124 when it timed out; 128+N when a
+signal N killed it; 2 for a usage error.`,
+		Example: `  rlm exec -c 'print(40+2)'
+  rlm exec -r shell -c 'echo hi; exit 3'
+  echo 'console.log(1)' | rlm exec -r node -
+  rlm exec --json --timeout 2s script.py`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.CodeSet = cmd.Flags().Changed("code")
+			o.Changed = cmd.Flags().Changed
+			if len(args) == 1 {
+				o.File = args[0]
+			}
+			if o.CodeSet == (o.File != "") {
+				return cmdutil.Usagef("give the code with -c CODE, a FILE, or - for stdin (exactly one)")
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return run(cmd.Context(), o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&o.Runtime, "runtime", "r", "", "runtime: python, node, golang, shell or a plugin's name (default from config: python)")
+	fl.StringVarP(&o.Backend, "backend", "b", "", "backend: auto, daemon, native or pyodide (default from config: auto)")
+	fl.StringVarP(&o.Code, "code", "c", "", "code to run")
+	fl.DurationVar(&o.Timeout, "timeout", 0, "wall-clock limit, e.g. 10s (default from config: 30s)")
+	fl.StringVar(&o.MaxOutput, "max-output", "", "bytes of stdout and of stderr to keep, head and tail (e.g. 1000, 64KiB; default 1MiB)")
+	fl.StringVar(&o.Context, "context", "", "file whose content becomes the `context` variable (python) or $RLM_CONTEXT_FILE")
+	fl.BoolVar(&o.Check, "check", false, "only check the syntax; run nothing")
+	fl.BoolVar(&o.JSON, "json", false, "print the result as JSON")
+	fl.StringVar(&o.Stdin, "stdin", "", "file to give the program as standard input")
+	fl.StringArrayVar(&o.Args, "arg", nil, "argument for the program (repeatable)")
+	fl.StringArrayVar(&o.Env, "env", nil, "K=V environment variable for the program (repeatable)")
+	fl.StringArrayVar(&o.Files, "file", nil, "NAME=PATH: put the file at PATH into the working directory as NAME (repeatable)")
+	fl.StringVar(&o.Out, "out", "", "directory to write the files the program produced into")
+	return cmd
+}
+
+func run(ctx context.Context, o *Options) error {
+	cfg, _, err := o.F.Config()
+	if err != nil {
+		return err
+	}
+	prog, err := o.program(cfg)
+	if err != nil {
+		return cmdutil.Usage(err)
+	}
+	if o.Runtime == "" {
+		o.Runtime = cfg.Runtime
+	}
+	if o.Backend == "" {
+		o.Backend = cfg.Backend
+	}
+	if err := backend.Check(o.Backend); err != nil {
+		return cmdutil.Usage(err)
+	}
+	rt, err := backend.Open(ctx, o.Runtime, o.F.BackendOptions(o.Backend))
+	if err != nil {
+		var nf *plugin.NotFoundError
+		if errors.As(err, &nf) && !slices.Contains(BuiltinRuntimes, o.Runtime) && o.Runtime != backend.Pyodide {
+			return cmdutil.Usagef("unknown runtime %q: use one of %s, or install a plugin named %s%s", o.Runtime,
+				strings.Join(BuiltinRuntimes, ", "), plugin.Prefix, o.Runtime)
+		}
+		return err
+	}
+	defer rt.Close()
+
+	if o.Check {
+		ok, msg, err := rt.Check(ctx, prog.Code)
+		if err != nil {
+			return err
+		}
+		if o.JSON {
+			return writeJSON(o.F.IO.Out, map[string]any{"ok": ok, "message": msg})
+		}
+		if !ok {
+			fmt.Fprintln(o.F.IO.ErrOut, msg)
+			return cmdutil.Exit(cmdutil.ExitFailure)
+		}
+		fmt.Fprintln(o.F.IO.Out, "ok")
+		return nil
+	}
+
+	res, err := execute(ctx, rt, prog)
+	if err != nil {
+		return err
+	}
+	if res.Backend == "" {
+		res.Backend = rt.Backend
+	}
+	if o.Out != "" {
+		if err := writeOut(o.Out, res.Files); err != nil {
+			return err
+		}
+	}
+	if o.JSON {
+		if err := writeJSON(o.F.IO.Out, struct {
+			Runtime string `json:"runtime"`
+			*core.Result
+		}{o.Runtime, res}); err != nil {
+			return err
+		}
+	} else {
+		io.WriteString(o.F.IO.Out, res.Stdout)
+		io.WriteString(o.F.IO.ErrOut, res.Stderr)
+		if res.EndedBy != "exit" && res.Error != "" {
+			fmt.Fprintf(o.F.IO.ErrOut, "rlm: %s\n", res.Error)
+		}
+	}
+	return cmdutil.Exit(ExitCode(res))
+}
+
+// execute runs the program; with a context on python it runs as one REPL
+// cell so that `context` is a real variable.
+func execute(ctx context.Context, rt *core.Runtime, p core.Program) (*core.Result, error) {
+	if p.Context == nil || rt.Name != "python" {
+		return rt.Run(ctx, p)
+	}
+	s, err := rt.OpenSession(ctx, core.SessionOptions{Context: p.Context, Limits: p.Limits, Env: p.Env})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return s.Execute(ctx, p.Code, p.Limits.Wall)
+}
+
+// ExitCode maps a result to rlm exec's exit status.
+func ExitCode(r *core.Result) int {
+	if r.TimedOut {
+		return cmdutil.ExitTimeout
+	}
+	if r.ExitCode < 0 {
+		return cmdutil.ExitFailure
+	}
+	return r.ExitCode
+}
+
+func (o *Options) program(cfg config.Config) (core.Program, error) {
+	p := core.Program{Args: o.Args, ReturnFiles: o.JSON || o.Out != ""}
+	switch {
+	case o.CodeSet:
+		p.Code = o.Code
+	case o.File == "-":
+		b, err := io.ReadAll(o.F.IO.In)
+		if err != nil {
+			return p, fmt.Errorf("reading code from stdin: %w", err)
+		}
+		p.Code = string(b)
+	default:
+		b, err := os.ReadFile(o.File)
+		if err != nil {
+			return p, fmt.Errorf("cannot read code file: %w", err)
+		}
+		p.Code = string(b)
+	}
+	p.Limits.Wall = time.Duration(cfg.Limits.Timeout)
+	if o.Timeout > 0 {
+		p.Limits.Wall = o.Timeout
+	} else if o.Changed != nil && o.Changed("timeout") {
+		return p, fmt.Errorf("--timeout must be positive")
+	}
+	p.Limits.MaxOutputBytes = int64(cfg.Limits.MaxOutput)
+	if o.MaxOutput != "" {
+		n, err := config.ParseSize(o.MaxOutput)
+		if err != nil || n <= 0 {
+			return p, fmt.Errorf("--max-output: %q is not a positive size", o.MaxOutput)
+		}
+		p.Limits.MaxOutputBytes = n
+	}
+	if o.Context != "" {
+		b, err := os.ReadFile(o.Context)
+		if err != nil {
+			return p, fmt.Errorf("cannot read --context file: %w", err)
+		}
+		p.Context = &core.Context{Data: b, Kind: "text"}
+	}
+	if o.Stdin != "" {
+		b, err := os.ReadFile(o.Stdin)
+		if err != nil {
+			return p, fmt.Errorf("cannot read --stdin file: %w", err)
+		}
+		p.Stdin = b
+	}
+	for _, kv := range o.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return p, fmt.Errorf("--env %q: want K=V", kv)
+		}
+		if p.Env == nil {
+			p.Env = map[string]string{}
+		}
+		p.Env[k] = v
+	}
+	for _, nv := range o.Files {
+		name, path, ok := strings.Cut(nv, "=")
+		if !ok || name == "" || path == "" {
+			return p, fmt.Errorf("--file %q: want NAME=PATH", nv)
+		}
+		if _, err := program.CleanName(name); err != nil {
+			return p, fmt.Errorf("--file: %w", err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return p, fmt.Errorf("--file %s: %w", name, err)
+		}
+		p.Files = append(p.Files, core.File{Path: name, Data: b})
+	}
+	return p, nil
+}
+
+func writeOut(dir string, files []core.File) error {
+	for _, f := range files {
+		name, err := program.CleanName(f.Path)
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+	}
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

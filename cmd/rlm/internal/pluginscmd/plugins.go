@@ -1,0 +1,109 @@
+// Package pluginscmd implements `rlm plugins`.
+package pluginscmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rlmkit/rlm/cmd/rlm/internal/cmdutil"
+	"github.com/rlmkit/rlm/core/plugin"
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+// Row is one plugin as `rlm plugins --json` prints it.
+type Row struct {
+	Name           string `json:"name"`
+	Path           string `json:"path"`
+	Version        string `json:"version,omitempty"`
+	RuntimeVersion string `json:"runtime_version,omitempty"`
+	Available      bool   `json:"available"`
+	Reason         string `json:"reason,omitempty"`
+}
+
+// NewCmd builds the command.
+func NewCmd(f *cmdutil.Factory) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "plugins",
+		Short: "List runtime plugins with their path, version and availability",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, _, err := f.Config(); err != nil {
+				return err
+			}
+			rows := Probe(cmd.Context(), f.SearchPath().All())
+			if asJSON {
+				enc := json.NewEncoder(f.IO.Out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rows)
+			}
+			if len(rows) == 0 {
+				fmt.Fprintf(f.IO.ErrOut, "no plugins found; rlm looked in %s\n", strings.Join(f.SearchPath(), ", "))
+				return cmdutil.Exit(cmdutil.ExitFailure)
+			}
+			tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tVERSION\tRUNTIME\tAVAILABLE\tPATH")
+			for _, r := range rows {
+				avail := "yes"
+				if !r.Available {
+					avail = "no: " + r.Reason
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Name, r.Version, r.RuntimeVersion, avail, r.Path)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// Probe starts each plugin (in parallel) and asks for its Info. A plugin that
+// fails to start is listed as unavailable with the reason.
+func Probe(ctx context.Context, found []plugin.Found) []Row {
+	rows := make([]Row, len(found))
+	var wg sync.WaitGroup
+	for i, fp := range found {
+		wg.Add(1)
+		go func(i int, fp plugin.Found) {
+			defer wg.Done()
+			rows[i] = probeOne(ctx, fp)
+		}(i, fp)
+	}
+	wg.Wait()
+	return rows
+}
+
+func probeOne(ctx context.Context, fp plugin.Found) Row {
+	r := Row{Name: fp.Name, Path: fp.Path}
+	p, err := plugin.Launch(fp.Path)
+	if err != nil {
+		r.Reason = oneLine(err.Error())
+		return r
+	}
+	defer p.Kill()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	info, err := p.Client.Info(ctx, &pb.InfoRequest{Runtime: fp.Name})
+	if err != nil {
+		r.Reason = oneLine(err.Error())
+		return r
+	}
+	r.Version, r.RuntimeVersion = info.GetPluginVersion(), info.GetRuntimeVersion()
+	r.Available, r.Reason = info.GetAvailable(), info.GetUnavailableReason()
+	return r
+}
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

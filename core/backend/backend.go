@@ -1,0 +1,105 @@
+// Package backend decides what serves a runtime (a native plugin, the
+// WebAssembly plugin, or the daemon) and connects to it. The CLI uses it to
+// build the core.SandboxFactory it hands the engine; the engine never
+// imports it.
+package backend
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/plugin"
+)
+
+// Names of the backends.
+const (
+	Auto    = "auto"
+	Native  = "native"
+	Pyodide = "pyodide"
+	Daemon  = "daemon"
+)
+
+// Valid lists the accepted backend names.
+var Valid = []string{Auto, Daemon, Native, Pyodide}
+
+// Options say how to find runtimes.
+type Options struct {
+	Backend string
+	Plugins plugin.SearchPath
+	// DaemonSocket is the daemon's socket path ("" for the default).
+	DaemonSocket string
+	// DaemonDial connects to the daemon; nil means no daemon support
+	// (set by the daemon package to avoid an import cycle).
+	DaemonDial func(ctx context.Context, socket, runtime string) (*core.Runtime, error)
+	// DaemonAlive reports whether a daemon answers on socket.
+	DaemonAlive func(ctx context.Context, socket string) bool
+}
+
+// Check validates a backend name.
+func Check(name string) error {
+	for _, v := range Valid {
+		if v == name {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown backend %q: use one of %s", name, strings.Join(Valid, ", "))
+}
+
+// Open connects to runtime on the backend o names. auto means: the daemon
+// when it answers, else the native plugin when it can run here, else
+// pyodide for python. The plugin launched to check availability is the one
+// used, so auto costs no second start.
+func Open(ctx context.Context, runtime string, o Options) (*core.Runtime, error) {
+	b := o.Backend
+	if b == "" {
+		b = Auto
+	}
+	if err := Check(b); err != nil {
+		return nil, err
+	}
+	switch b {
+	case Daemon:
+		if o.DaemonDial == nil {
+			return nil, fmt.Errorf("the daemon backend is not available in this build")
+		}
+		return o.DaemonDial(ctx, o.DaemonSocket, runtime)
+	case Pyodide:
+		if runtime != "python" {
+			return nil, fmt.Errorf("the pyodide backend runs python only, not %s", runtime)
+		}
+		return launch(Pyodide, runtime, Pyodide, o)
+	case Native:
+		return launch(runtime, runtime, Native, o)
+	}
+	if o.DaemonAlive != nil && o.DaemonAlive(ctx, o.DaemonSocket) && o.DaemonDial != nil {
+		if rt, err := o.DaemonDial(ctx, o.DaemonSocket, runtime); err == nil {
+			return rt, nil
+		}
+	}
+	rt, err := launch(runtime, runtime, Native, o)
+	if err != nil || runtime != "python" {
+		return rt, err
+	}
+	info, ierr := rt.Info(ctx)
+	if ierr == nil && info.GetAvailable() {
+		return rt, nil
+	}
+	if _, perr := o.Plugins.Find(Pyodide); perr != nil {
+		return rt, nil // native it is; its Run will say why it cannot
+	}
+	rt.Close()
+	return launch(Pyodide, runtime, Pyodide, o)
+}
+func launch(pluginName, runtime, backend string, o Options) (*core.Runtime, error) {
+	path, err := o.Plugins.Find(pluginName)
+	if err != nil {
+		return nil, err
+	}
+	p, err := plugin.Launch(path)
+	if err != nil {
+		return nil, err
+	}
+	return core.NewRuntime(runtime, backend, p.Client, p.Kill), nil
+}

@@ -1,0 +1,125 @@
+// Package capbuf keeps the head and tail of an output stream within a fixed
+// budget, so a program that prints gigabytes costs rlm a constant amount of
+// memory and the reader still sees how the output began and ended.
+package capbuf
+
+import (
+	"fmt"
+	"sync"
+)
+
+// DefaultMax is the per-stream budget when the caller sets none.
+const DefaultMax = 1 << 20
+
+// Buffer is an io.Writer that keeps at most Max bytes: the first half of the
+// budget as written, the second half as a ring of the latest bytes. Writing
+// is O(len(p)) whatever has been written before. Safe for concurrent use.
+type Buffer struct {
+	mu    sync.Mutex
+	max   int
+	head  []byte
+	tail  []byte // ring buffer of cap tailMax once full
+	pos   int    // next write position in the ring
+	full  bool   // ring has wrapped
+	total int64
+}
+
+// New returns a buffer keeping at most max bytes (DefaultMax when max <= 0).
+func New(max int64) *Buffer {
+	if max <= 0 {
+		max = DefaultMax
+	}
+	return &Buffer{max: int(max)}
+}
+
+func (b *Buffer) headMax() int { return b.max - b.max/2 }
+func (b *Buffer) tailMax() int { return b.max / 2 }
+
+// Write never fails and never blocks on the budget.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(p)
+	b.total += int64(n)
+	if room := b.headMax() - len(b.head); room > 0 {
+		k := min(room, len(p))
+		b.head = append(b.head, p[:k]...)
+		p = p[k:]
+	}
+	tm := b.tailMax()
+	if len(p) == 0 || tm == 0 {
+		return n, nil
+	}
+	if len(p) >= tm {
+		// Only the last tm bytes can survive; start the ring afresh.
+		if cap(b.tail) < tm {
+			b.tail = make([]byte, tm)
+		}
+		b.tail = b.tail[:tm]
+		copy(b.tail, p[len(p)-tm:])
+		b.pos, b.full = 0, true
+		return n, nil
+	}
+	if !b.full {
+		if len(b.tail)+len(p) <= tm {
+			b.tail = append(b.tail, p...)
+			if len(b.tail) == tm {
+				b.pos, b.full = 0, true
+			}
+			return n, nil
+		}
+		// Grow to the full ring, then fall through to the wrap-around copy.
+		k := tm - len(b.tail)
+		b.tail = append(b.tail, p[:k]...)
+		p = p[k:]
+		b.pos, b.full = 0, true
+	}
+	for len(p) > 0 {
+		k := copy(b.tail[b.pos:], p)
+		p = p[k:]
+		b.pos = (b.pos + k) % tm
+	}
+	return n, nil
+}
+
+// Total is how many bytes were written, kept or not.
+func (b *Buffer) Total() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.total
+}
+
+// Omitted is how many bytes were dropped from the middle.
+func (b *Buffer) Omitted() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.omitted()
+}
+
+func (b *Buffer) omitted() int64 {
+	return b.total - int64(len(b.head)) - int64(len(b.tail))
+}
+
+// Notice is the line put where the middle of the output was cut.
+func Notice(omitted int64) string {
+	return fmt.Sprintf("\n... [%d bytes omitted] ...\n", omitted)
+}
+
+// Bytes returns the kept output; when something was dropped, head and tail
+// are joined by Notice.
+func (b *Buffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]byte, 0, len(b.head)+len(b.tail)+40)
+	out = append(out, b.head...)
+	if om := b.omitted(); om > 0 {
+		out = append(out, Notice(om)...)
+	}
+	if b.full {
+		out = append(out, b.tail[b.pos:]...)
+		out = append(out, b.tail[:b.pos]...)
+	} else {
+		out = append(out, b.tail...)
+	}
+	return out
+}

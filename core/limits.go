@@ -1,0 +1,41 @@
+package core
+
+import (
+	"time"
+
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+// Limits bound one program or cell. Zero values mean the backend default.
+type Limits struct {
+	Wall           time.Duration
+	CPU            time.Duration
+	MemoryBytes    int64
+	MaxProcesses   int64
+	MaxOutputBytes int64
+	MaxFileBytes   int64
+	MaxDiskBytes   int64
+	Fuel           int64
+	AllowNetwork   bool
+	Isolation      string
+	InstallTimeout time.Duration
+	MaxFiles       int64
+}
+
+// Proto converts the limits for the wire.
+func (l Limits) Proto() *pb.Limits {
+	return &pb.Limits{
+		WallMs:           l.Wall.Milliseconds(),
+		CpuMs:            l.CPU.Milliseconds(),
+		MemoryBytes:      l.MemoryBytes,
+		MaxProcesses:     l.MaxProcesses,
+		MaxOutputBytes:   l.MaxOutputBytes,
+		MaxFileBytes:     l.MaxFileBytes,
+		MaxDiskBytes:     l.MaxDiskBytes,
+		Fuel:             l.Fuel,
+		AllowNetwork:     l.AllowNetwork,
+		Isolation:        l.Isolation,
+		InstallTimeoutMs: l.InstallTimeout.Milliseconds(),
+		MaxFiles:         l.MaxFiles,
+	}
+}

@@ -1,0 +1,151 @@
+// Package native is the shared body of the runtime plugins that run a local
+// interpreter or toolchain (python, node, golang, shell): Info, Run and the
+// requirement cache are the same for all of them, and each plugin supplies
+// only what differs (the tool, the file name, the command line, an optional
+// build or install step).
+package native
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rlmkit/rlm/core/program"
+	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core/toolpath"
+)
+
+// Version is the plugin version reported by Info; set by the build.
+var Version = "dev"
+
+// Runtime describes one local runtime.
+type Runtime struct {
+	Name     string // "python"
+	Language string // "python"
+	Ext      string // ".py"
+	CodeFile string // "main.py"
+	Tool     string // executable looked up on PATH: "python3"
+	Probe    toolpath.Probe
+	// Check, when set, reports why a found tool is still unusable
+	// (for example Python older than 3.8).
+	Check func(toolpath.Tool) error
+	// Argv is the command that runs the workspace's code.
+	Argv func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string
+	// Env adds runtime-specific variables to the scrubbed base.
+	Env func(t toolpath.Tool, ws *program.Workspace) []string
+	// Prepare runs before the program (compile, install requirements). A
+	// non-nil result ends the run with it (a compile error, say).
+	Prepare      func(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest, env []string) (*pb.Result, error)
+	Capabilities []string
+}
+
+// Server serves the runtime service for a Runtime. Plugins embed it and
+// override Session or Check when they offer them.
+type Server struct {
+	pb.UnimplementedRuntimeServer
+	RT *Runtime
+}
+
+// Tool resolves the runtime's executable, or says why it cannot be used.
+func (s *Server) Tool() (toolpath.Tool, error) {
+	t, err := toolpath.Resolve(s.RT.Tool, s.RT.Probe)
+	if err != nil {
+		return t, err
+	}
+	if s.RT.Check != nil {
+		if err := s.RT.Check(t); err != nil {
+			return t, err
+		}
+	}
+	return t, nil
+}
+
+// Info reports what the runtime is and whether it can run here.
+func (s *Server) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
+	r := &pb.InfoResponse{
+		Name:            s.RT.Name,
+		PluginVersion:   Version,
+		Language:        s.RT.Language,
+		FileExtension:   s.RT.Ext,
+		Capabilities:    s.RT.Capabilities,
+		Backend:         "native",
+		IsolationLevels: []string{"none"},
+	}
+	t, err := s.Tool()
+	if err != nil {
+		r.UnavailableReason = err.Error()
+		return r, nil
+	}
+	r.Available = true
+	r.RuntimeVersion = t.Version
+	return r, nil
+}
+
+// Run executes one program in a fresh workspace.
+func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error) {
+	t, err := s.Tool()
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "%s runtime unavailable: %v", s.RT.Name, err)
+	}
+	ws, err := program.NewWorkspace(req, s.RT.CodeFile)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	env := program.BaseEnv(ws.Dir)
+	if s.RT.Env != nil {
+		env = append(env, s.RT.Env(t, ws)...)
+	}
+	if req.GetContext() != nil {
+		p, err := writeContext(req.GetContext())
+		if err != nil {
+			ws.Remove()
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		defer os.Remove(p)
+		env = append(env, "RLM_CONTEXT_FILE="+p)
+	}
+	for k, v := range req.GetEnv() {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			ws.Remove()
+			return nil, status.Errorf(codes.InvalidArgument, "env name %q is not valid", k)
+		}
+		env = append(env, k+"="+v)
+	}
+	if s.RT.Prepare != nil {
+		res, err := s.RT.Prepare(ctx, t, ws, req, env)
+		if err != nil || res != nil {
+			ws.Remove()
+			return res, err
+		}
+	}
+	res, err := program.Exec(ctx, program.Command{
+		Argv:   s.RT.Argv(t, ws, req),
+		Dir:    ws.Dir,
+		Env:    env,
+		Stdin:  req.GetStdin(),
+		Limits: req.GetLimits(),
+	})
+	if err != nil {
+		ws.Remove()
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	ws.Finish(res)
+	return res, nil
+}
+
+func writeContext(c *pb.Context) (string, error) {
+	f, err := os.CreateTemp("", "rlm-context-")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if _, err := f.Write(c.GetData()); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("writing context: %w", err)
+	}
+	return f.Name(), nil
+}

@@ -1,0 +1,125 @@
+package plugin
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	goplugin "github.com/hashicorp/go-plugin"
+
+	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core/proctree"
+)
+
+// Plugin is a running plugin process and its runtime client.
+type Plugin struct {
+	Path   string
+	Client pb.RuntimeClient
+
+	gp     *goplugin.Client
+	cmd    *exec.Cmd
+	stderr *tailWriter
+	once   sync.Once
+}
+
+// Launch starts the plugin binary at path and completes the handshake.
+//
+// The plugin runs in its own process group and is told by the kernel to die
+// with this process (Pdeathsig), so neither a crash of the host nor a plugin
+// that ignores the graceful shutdown leaves it running (go-plugin #136, #167).
+func Launch(path string) (*Plugin, error) {
+	cmd := exec.Command(path)
+	proctree.Configure(cmd)
+	cmd.Env = append(os.Environ(), "RLM_PLUGIN_PARENT_PID="+fmt.Sprint(os.Getpid()))
+	tail := &tailWriter{max: 8 << 10}
+	gp := goplugin.NewClient(&goplugin.ClientConfig{
+		HandshakeConfig:  Handshake,
+		VersionedPlugins: pluginSets(nil),
+		Cmd:              cmd,
+		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
+		Logger:           hostLogger(),
+		Stderr:           tail,
+		GRPCDialOptions:  DialOptions(),
+		StartTimeout:     20 * time.Second,
+	})
+	p := &Plugin{Path: path, gp: gp, cmd: cmd, stderr: tail}
+	rpc, err := gp.Client()
+	if err != nil {
+		p.Kill()
+		return nil, p.startError(err)
+	}
+	raw, err := rpc.Dispense(pluginKey)
+	if err != nil {
+		p.Kill()
+		return nil, p.startError(err)
+	}
+	p.Client = raw.(pb.RuntimeClient)
+	return p, nil
+}
+
+func (p *Plugin) startError(err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "Incompatible API version"):
+		msg = fmt.Sprintf("speaks another protocol version (%v); this rlm speaks version %d: update the plugin or rlm", err, ProtocolVersion)
+	case strings.Contains(msg, "Unrecognized remote plugin message"):
+		msg = fmt.Sprintf("wrote to stdout before its handshake (%v); plugins must log to stderr", err)
+	}
+	if s := strings.TrimSpace(p.stderr.String()); s != "" {
+		msg += "\nplugin stderr:\n" + s
+	}
+	return fmt.Errorf("plugin %s failed to start: %s", p.Path, msg)
+}
+
+// Kill stops the plugin and everything in its process group at once. The
+// graceful go-plugin shutdown is skipped: runtime plugins hold no state worth
+// a goodbye, and waiting for it costs milliseconds on every command.
+func (p *Plugin) Kill() {
+	p.once.Do(func() {
+		if p.cmd.Process != nil {
+			proctree.KillGroup(p.cmd.Process.Pid)
+		}
+		p.gp.Kill()
+	})
+}
+
+// Stderr is the tail of what the plugin wrote to stderr, for error reports.
+func (p *Plugin) Stderr() string { return p.stderr.String() }
+
+func hostLogger() hclog.Logger {
+	level := hclog.LevelFromString(os.Getenv("RLM_LOG_LEVEL"))
+	if level == hclog.NoLevel {
+		// go-plugin logs a plugin we killed on purpose as an error; every
+		// failure that matters reaches the user as a returned error.
+		level = hclog.Off
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "rlm", Level: level, Output: os.Stderr})
+}
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (w *tailWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, b...)
+	if len(w.buf) > w.max {
+		w.buf = append(w.buf[:0], w.buf[len(w.buf)-w.max:]...)
+	}
+	return len(b), nil
+}
+
+func (w *tailWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(bytes.ToValidUTF8(w.buf, nil))
+}

@@ -1,0 +1,81 @@
+// Package plugin is what a runtime plugin author imports, and what the rlm
+// host uses to start and talk to plugins.
+//
+// A plugin is a separate executable named rlm-plugin-NAME that calls Serve
+// with an implementation of the runtime service (core/proto). The five
+// built-in runtimes use exactly this package, so a third-party plugin is as
+// capable as they are.
+//
+// # Notes
+//
+//   - Only gRPC is offered: the Session RPC is a bidirectional stream, which
+//     net/rpc cannot carry.
+//   - The protocol is versioned through go-plugin's VersionedPlugins. A host
+//     and plugin with no version in common fail at start with an error naming
+//     the binary and both version lists.
+//   - A plugin must not write to stdout before the handshake; go-plugin reads
+//     its first stdout line as the handshake. Log to stderr (Logger does).
+package plugin
+
+import (
+	"context"
+	"math"
+
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+// ProtocolVersion is the runtime service version this build speaks. Bump it
+// when a change would break older peers; keep serving the old version beside
+// the new one for a while.
+const ProtocolVersion = 1
+
+// pluginKey names the one service in the plugin set.
+const pluginKey = "runtime"
+
+// Handshake is shared by host and plugins. The cookie only stops a user from
+// running a plugin binary by hand by mistake; it is not a security measure.
+var Handshake = goplugin.HandshakeConfig{
+	ProtocolVersion:  ProtocolVersion,
+	MagicCookieKey:   "RLM_PLUGIN_MAGIC_COOKIE",
+	MagicCookieValue: "d3f1c0a8-rlm-runtime-plugin",
+}
+
+// maxMessage lifts gRPC's 4 MiB default: a session's context can be hundreds
+// of megabytes and results carry produced files.
+const maxMessage = math.MaxInt32
+
+// runtimePlugin adapts the runtime service to go-plugin.
+type runtimePlugin struct {
+	goplugin.NetRPCUnsupportedPlugin
+	impl pb.RuntimeServer
+}
+
+func (p *runtimePlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
+	pb.RegisterRuntimeServer(s, p.impl)
+	return nil
+}
+
+func (p *runtimePlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *grpc.ClientConn) (interface{}, error) {
+	return pb.NewRuntimeClient(c), nil
+}
+
+func pluginSets(impl pb.RuntimeServer) map[int]goplugin.PluginSet {
+	return map[int]goplugin.PluginSet{
+		ProtocolVersion: {pluginKey: &runtimePlugin{impl: impl}},
+	}
+}
+
+// ServerOptions are the gRPC options every runtime server uses, in plugins
+// and in the daemon alike.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage)}
+}
+
+// DialOptions are the matching client options.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithDefaultCallOptions(
+		grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage))}
+}

@@ -1,0 +1,39 @@
+package plugin
+
+import (
+	"os"
+
+	"github.com/hashicorp/go-hclog"
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+// Serve runs impl as a plugin and returns when the host is done with it.
+// Call it from main; it never writes to stdout except the handshake line.
+func Serve(impl pb.RuntimeServer) {
+	goplugin.Serve(&goplugin.ServeConfig{
+		HandshakeConfig:  Handshake,
+		VersionedPlugins: pluginSets(impl),
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			return grpc.NewServer(append(opts, ServerOptions()...)...)
+		},
+		Logger: Logger(),
+	})
+}
+
+// Logger is the plugin-side logger: stderr, level from RLM_LOG_LEVEL
+// (default warn), JSON so the host can re-level the lines it forwards.
+func Logger() hclog.Logger {
+	level := hclog.LevelFromString(os.Getenv("RLM_LOG_LEVEL"))
+	if level == hclog.NoLevel {
+		level = hclog.Warn
+	}
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       "plugin",
+		Level:      level,
+		Output:     os.Stderr,
+		JSONFormat: true,
+	})
+}

@@ -1,0 +1,86 @@
+package proctree
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// SetParentDeathSignal asks the kernel to SIGKILL the child when its parent
+// dies. Go may retire the OS thread that forked the child; the signal is
+// tied to that thread, so callers that care pin the fork with
+// runtime.LockOSThread or accept that a retired thread is rare in practice
+// (Go only retires threads locked by LockOSThread that exit).
+func SetParentDeathSignal(attr *syscall.SysProcAttr) {
+	attr.Pdeathsig = syscall.SIGKILL
+}
+
+// BecomeSubreaper makes orphaned descendants re-parent to this process.
+func BecomeSubreaper() error {
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+}
+
+// Children lists the pids whose parent is this process, with their state
+// letter from /proc/PID/stat (R, S, Z, ...).
+func Children() map[int]byte {
+	self := os.Getpid()
+	out := map[int]byte{}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		ppid, state, ok := stat(pid)
+		if ok && ppid == self {
+			out[pid] = state
+		}
+	}
+	return out
+}
+
+// stat reads ppid and state from /proc/PID/stat; the command name may hold
+// spaces and parentheses, so parse after the last ')'.
+func stat(pid int) (ppid int, state byte, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+4 >= len(b) {
+		return 0, 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 2 {
+		return 0, 0, false
+	}
+	ppid, err = strconv.Atoi(string(f[1]))
+	return ppid, f[0][0], err == nil
+}
+
+// KillOrphans kills and reaps every child of this process that is neither
+// tracked nor claimed by keep (which may be nil). Children that nobody tracks
+// are what a subreaper inherits: descendants that escaped their process
+// group. A program still running may lose a daemon it double-forked; that
+// is the price of never leaking one.
+func KillOrphans(keep func(pid int) bool) int {
+	spawnMu.Lock()
+	defer spawnMu.Unlock()
+	n := 0
+	for pid := range Children() {
+		if IsTracked(pid) || (keep != nil && keep(pid)) {
+			continue
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(pid, &ws, 0, nil)
+		n++
+	}
+	return n
+}

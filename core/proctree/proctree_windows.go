@@ -1,0 +1,29 @@
+package proctree
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// Configure is a no-op on Windows; job objects would be the equivalent.
+func Configure(*exec.Cmd) {}
+
+// SetParentDeathSignal is a no-op on Windows.
+func SetParentDeathSignal(*syscall.SysProcAttr) {}
+
+// KillGroup kills the process only.
+func KillGroup(pid int) {
+	if p, err := os.FindProcess(pid); err == nil {
+		_ = p.Kill()
+	}
+}
+
+// BecomeSubreaper is unsupported on Windows.
+func BecomeSubreaper() error { return nil }
+
+// Children is unsupported on Windows.
+func Children() map[int]byte { return nil }
+
+// KillOrphans is unsupported on Windows.
+func KillOrphans(func(int) bool) int { return 0 }

@@ -1,0 +1,305 @@
+// Package program runs one stateless program the way every native runtime
+// plugin needs: a fresh private working directory with the request's files,
+// the code written to a file with the runtime's extension, a scrubbed
+// environment, capped output, a wall-clock limit enforced on the whole
+// process group, and the produced files collected before everything is
+// removed.
+//
+// # Notes
+//
+//   - stdout and stderr are handed to the child as plain pipes that this
+//     package drains itself. os/exec's copying goroutines would make Wait
+//     block until every background grandchild closed its copy of the pipe
+//     (the earlier sandbox server's hang); here the group is killed as soon as
+//     the main process exits and the drain is bounded.
+//   - A program that keeps flooding output far past what is kept is killed
+//     (ended_by OUTPUT_LIMIT) rather than allowed to burn CPU until its
+//     timeout.
+package program
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rlmkit/rlm/core/capbuf"
+	"github.com/rlmkit/rlm/core/proctree"
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+// Defaults applied when a request's limit is zero.
+const (
+	DefaultWall      = 30 * time.Second
+	DefaultMaxFiles  = 100
+	DefaultMaxFile   = 10 << 20
+	// floodFactor × the kept budget (at least floodMin) of output ends a run.
+	floodFactor = 64
+	floodMin    = 64 << 20
+	// drainGrace bounds the wait for output pipes after the group is killed;
+	// only a process that escaped the group (setsid) can hold them longer.
+	drainGrace = 300 * time.Millisecond
+)
+
+// Workspace is a run's private working directory.
+type Workspace struct {
+	Dir      string // the program's working directory and $OUTPUT_DIR
+	CodePath string // absolute path of the code file
+	codeName string
+	before   snapshot
+	req      *pb.RunRequest
+}
+
+// NewWorkspace creates a private directory holding the request's files and
+// its code as codeName (for example "main.py").
+func NewWorkspace(req *pb.RunRequest, codeName string) (*Workspace, error) {
+	dir, err := os.MkdirTemp("", "rlm-run-")
+	if err != nil {
+		return nil, fmt.Errorf("creating the working directory: %w", err)
+	}
+	w := &Workspace{Dir: dir, codeName: codeName, req: req}
+	w.CodePath = filepath.Join(dir, codeName)
+	if err := os.WriteFile(w.CodePath, []byte(req.GetCode()), 0o644); err != nil {
+		w.Remove()
+		return nil, err
+	}
+	if err := WriteFiles(dir, req.GetFiles()); err != nil {
+		w.Remove()
+		return nil, err
+	}
+	w.before = takeSnapshot(dir)
+	return w, nil
+}
+
+// Remove deletes the working directory and everything in it.
+func (w *Workspace) Remove() {
+	_ = os.RemoveAll(w.Dir)
+}
+
+// Finish collects produced files into res when the request asked for them,
+// then removes the workspace.
+func (w *Workspace) Finish(res *pb.Result) {
+	defer w.Remove()
+	if !w.req.GetReturnFiles() {
+		return
+	}
+	l := w.req.GetLimits()
+	maxFiles := int(l.GetMaxFiles())
+	if maxFiles <= 0 {
+		maxFiles = DefaultMaxFiles
+	}
+	maxFile := l.GetMaxFileBytes()
+	if maxFile <= 0 {
+		maxFile = DefaultMaxFile
+	}
+	res.Files, res.FilesOmitted = collect(w.Dir, w.before, map[string]bool{w.codeName: true}, maxFiles, maxFile, maxFile*int64(maxFiles))
+}
+
+// BaseEnv is the scrubbed environment programs start from: enough to find
+// interpreters and behave predictably, none of the host's secrets.
+func BaseEnv(workdir string) []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	return []string{
+		"PATH=" + path,
+		"HOME=" + workdir,
+		"LANG=C.UTF-8",
+		"OUTPUT_DIR=" + workdir,
+	}
+}
+
+// Command is one process to run.
+type Command struct {
+	Argv   []string
+	Dir    string
+	Env    []string // complete environment
+	Stdin  []byte
+	Limits *pb.Limits
+	// Wall overrides Limits.WallMs (e.g. a build step's own limit).
+	Wall time.Duration
+}
+
+// Exec runs cmd to completion and reports how it ended. Errors starting the
+// process (missing interpreter) come back as an error; everything the
+// program itself does comes back in the Result.
+func Exec(ctx context.Context, c Command) (*pb.Result, error) {
+	wall := c.Wall
+	if wall <= 0 {
+		wall = time.Duration(c.Limits.GetWallMs()) * time.Millisecond
+	}
+	if wall <= 0 {
+		wall = DefaultWall
+	}
+	maxOut := c.Limits.GetMaxOutputBytes()
+	stdout, stderr := capbuf.New(maxOut), capbuf.New(maxOut)
+	flood := max(int64(floodMin), floodFactor*max(maxOut, capbuf.DefaultMax))
+
+	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
+	cmd.Dir, cmd.Env = c.Dir, c.Env
+	proctree.Configure(cmd)
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	var inW *os.File
+	if len(c.Stdin) > 0 {
+		var inR *os.File
+		if inR, inW, err = os.Pipe(); err != nil {
+			return nil, err
+		}
+		cmd.Stdin = inR
+		defer inR.Close()
+	}
+
+	start := time.Now()
+	err = proctree.Start(cmd)
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if inW != nil {
+			inW.Close()
+		}
+		return nil, fmt.Errorf("starting %s: %w", c.Argv[0], err)
+	}
+	pid := cmd.Process.Pid
+	if inW != nil {
+		go func() { // a program that never reads stdin must not block us
+			_, _ = inW.Write(c.Stdin)
+			inW.Close()
+		}()
+	}
+
+	var (
+		mu      sync.Mutex
+		endedBy pb.EndedBy
+	)
+	end := func(why pb.EndedBy) {
+		mu.Lock()
+		if endedBy == pb.EndedBy_ENDED_BY_UNSPECIFIED {
+			endedBy = why
+		}
+		mu.Unlock()
+		proctree.KillGroup(pid)
+	}
+
+	var total int64
+	var totalMu sync.Mutex
+	drain := func(r *os.File, w *capbuf.Buffer, done chan<- struct{}) {
+		defer close(done)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				w.Write(buf[:n])
+				totalMu.Lock()
+				total += int64(n)
+				over := total > flood
+				totalMu.Unlock()
+				if over {
+					end(pb.EndedBy_OUTPUT_LIMIT)
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	outDone, errDone := make(chan struct{}), make(chan struct{})
+	go drain(outR, stdout, outDone)
+	go drain(errR, stderr, errDone)
+
+	timer := time.AfterFunc(wall, func() { end(pb.EndedBy_TIMEOUT) })
+	stop := context.AfterFunc(ctx, func() { end(pb.EndedBy_CANCELLED) })
+	waitErr := cmd.Wait()
+	dur := time.Since(start)
+	timer.Stop()
+	stop()
+	// The main process is gone; nothing it left in its group may outlive it.
+	proctree.KillGroup(pid)
+	proctree.Untrack(pid)
+	deadline := time.NewTimer(drainGrace)
+	for _, ch := range []chan struct{}{outDone, errDone} {
+		select {
+		case <-ch:
+		case <-deadline.C:
+			outR.Close()
+			errR.Close()
+			<-ch
+		}
+	}
+	deadline.Stop()
+	proctree.KillOrphans(nil)
+	outR.Close()
+	errR.Close()
+	if inW != nil {
+		inW.Close()
+	}
+
+	res := &pb.Result{
+		Stdout:        stdout.Bytes(),
+		Stderr:        stderr.Bytes(),
+		StdoutOmitted: stdout.Omitted(),
+		StderrOmitted: stderr.Omitted(),
+		DurationMs:    dur.Milliseconds(),
+		DurationUs:    dur.Microseconds(),
+		Backend:       "native",
+		Isolation:     "none",
+	}
+	mu.Lock()
+	res.EndedBy = endedBy
+	mu.Unlock()
+	fillExit(res, cmd.ProcessState, waitErr)
+	if res.EndedBy == pb.EndedBy_ENDED_BY_UNSPECIFIED {
+		if res.Signal != "" {
+			res.EndedBy = pb.EndedBy_SIGNAL
+		} else {
+			res.EndedBy = pb.EndedBy_EXIT
+		}
+	}
+	switch res.EndedBy {
+	case pb.EndedBy_TIMEOUT:
+		res.Error = fmt.Sprintf("timed out after %s", wall)
+	case pb.EndedBy_OUTPUT_LIMIT:
+		res.Error = fmt.Sprintf("killed after writing more than %d bytes of output", flood)
+	case pb.EndedBy_CANCELLED:
+		res.Error = "cancelled"
+	}
+	return res, nil
+}
+
+func fillExit(res *pb.Result, ps *os.ProcessState, waitErr error) {
+	if ps == nil {
+		res.ExitCode = -1
+		if waitErr != nil {
+			res.Error = waitErr.Error()
+		}
+		return
+	}
+	res.ExitCode = int32(ps.ExitCode())
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		res.Signal = signalName(ws.Signal())
+		res.ExitCode = 128 + int32(ws.Signal())
+	}
+	var ee *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &ee) {
+		res.Error = waitErr.Error()
+	}
+}
+

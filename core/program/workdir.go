@@ -1,0 +1,196 @@
+package program
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+// CleanName validates a request's file name and returns it in clean,
+// slash-separated form. Subdirectories are allowed; absolute paths, ".."
+// and empty names are not: the program's directory is its whole world.
+func CleanName(name string) (string, error) {
+	if name == "" {
+		return "", errors.New("file name is empty")
+	}
+	if strings.ContainsRune(name, 0) {
+		return "", fmt.Errorf("file name %q contains a NUL byte", name)
+	}
+	n := strings.ReplaceAll(name, "\\", "/")
+	if strings.HasPrefix(n, "/") || filepath.IsAbs(name) {
+		return "", fmt.Errorf("file name %q is absolute: use a path relative to the working directory", name)
+	}
+	for _, part := range strings.Split(n, "/") {
+		if part == ".." {
+			return "", fmt.Errorf("file name %q contains '..': files must stay inside the working directory", name)
+		}
+	}
+	c := path.Clean(n)
+	if c == "." {
+		return "", fmt.Errorf("file name %q names the working directory itself", name)
+	}
+	return c, nil
+}
+
+// WriteFiles puts the request's files into dir. Parent directories are
+// created as needed; a name whose parent is not a plain directory (say, a
+// symlink planted by an earlier file) is refused.
+func WriteFiles(dir string, files []*pb.File) error {
+	for _, f := range files {
+		name, err := CleanName(f.GetPath())
+		if err != nil {
+			return err
+		}
+		full := filepath.Join(dir, filepath.FromSlash(name))
+		if err := mkdirNoSymlink(dir, filepath.Dir(full)); err != nil {
+			return fmt.Errorf("file %q: %w", f.GetPath(), err)
+		}
+		mode := fs.FileMode(f.GetMode() & 0o777)
+		if mode == 0 {
+			mode = 0o644
+		}
+		fh, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, mode)
+		if err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("file %q is given twice or clashes with the program file", f.GetPath())
+			}
+			return fmt.Errorf("file %q: %w", f.GetPath(), err)
+		}
+		_, err = fh.Write(f.GetData())
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("file %q: %w", f.GetPath(), err)
+		}
+	}
+	return nil
+}
+
+// mkdirNoSymlink creates target (inside root) refusing to walk through any
+// symlink on the way.
+func mkdirNoSymlink(root, target string) error {
+	rel, err := filepath.Rel(root, target)
+	if err != nil || rel == "." {
+		return err
+	}
+	cur := root
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		cur = filepath.Join(cur, part)
+		st, err := os.Lstat(cur)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if err := os.Mkdir(cur, 0o755); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		case st.Mode()&fs.ModeSymlink != 0:
+			return fmt.Errorf("%s is a symlink; refusing to follow it", part)
+		case !st.IsDir():
+			return fmt.Errorf("%s is not a directory", part)
+		}
+	}
+	return nil
+}
+
+// snapshot records what a directory held before the run, to tell created
+// from modified files afterwards.
+type snapshot map[string]fileStamp
+
+type fileStamp struct {
+	size  int64
+	mtime time.Time
+}
+
+func takeSnapshot(dir string) snapshot {
+	s := snapshot{}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		if info, err := d.Info(); err == nil {
+			rel, _ := filepath.Rel(dir, p)
+			s[filepath.ToSlash(rel)] = fileStamp{info.Size(), info.ModTime()}
+		}
+		return nil
+	})
+	return s
+}
+
+// Collect returns the regular files in dir created or changed since before,
+// skipping the names in skip. Symlinks are never followed or returned. At
+// most maxFiles files and maxBytes bytes in all come back, each file at most
+// maxFile bytes; the rest sets omitted.
+func collect(dir string, before snapshot, skip map[string]bool, maxFiles int, maxFile, maxBytes int64) (files []*pb.File, omitted bool) {
+	type cand struct {
+		rel    string
+		size   int64
+		change string
+	}
+	var cands []cand
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		if skip[rel] {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		old, existed := before[rel]
+		switch {
+		case !existed:
+			cands = append(cands, cand{rel, info.Size(), "created"})
+		case old.size != info.Size() || !old.mtime.Equal(info.ModTime()):
+			cands = append(cands, cand{rel, info.Size(), "modified"})
+		}
+		return nil
+	})
+	sort.Slice(cands, func(i, j int) bool { return cands[i].rel < cands[j].rel })
+	var total int64
+	for _, c := range cands {
+		if len(files) >= maxFiles || c.size > maxFile || total+c.size > maxBytes {
+			omitted = true
+			continue
+		}
+		data, err := readNoFollow(filepath.Join(dir, filepath.FromSlash(c.rel)), maxFile)
+		if err != nil {
+			omitted = true
+			continue
+		}
+		total += int64(len(data))
+		files = append(files, &pb.File{Path: c.rel, Data: data, Size: int64(len(data)), Change: c.change})
+	}
+	return files, omitted
+}
+
+func readNoFollow(p string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > max {
+		return nil, fmt.Errorf("too large")
+	}
+	buf := make([]byte, st.Size())
+	_, err = ioReadFull(f, buf)
+	return buf, err
+}

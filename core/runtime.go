@@ -1,0 +1,130 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+// Runtime is a connection to one runtime service: a plugin process or the
+// daemon. Both speak the same gRPC service, so this is the only client.
+type Runtime struct {
+	// Name is the runtime asked for ("python").
+	Name string
+	// Backend is what serves it: native, pyodide or daemon.
+	Backend string
+	Client  pb.RuntimeClient
+	close   func()
+}
+
+// NewRuntime wraps a connected client; close (may be nil) ends the
+// connection and whatever process serves it.
+func NewRuntime(name, backend string, c pb.RuntimeClient, close func()) *Runtime {
+	return &Runtime{Name: name, Backend: backend, Client: c, close: close}
+}
+
+// Close releases the runtime (kills the plugin process it started).
+func (r *Runtime) Close() {
+	if r.close != nil {
+		r.close()
+		r.close = nil
+	}
+}
+
+// Info asks the runtime what it is.
+func (r *Runtime) Info(ctx context.Context) (*pb.InfoResponse, error) {
+	info, err := r.Client.Info(ctx, &pb.InfoRequest{Runtime: r.Name})
+	return info, rpcError(err)
+}
+
+// Program is one stateless run.
+type Program struct {
+	Code         string
+	Files        []File
+	Stdin        []byte
+	Args         []string
+	Env          map[string]string
+	Requirements []string
+	Install      *pb.InstallOptions
+	Limits       Limits
+	Context      *Context
+	ReturnFiles  bool
+}
+
+// Context is a session's `context` value.
+type Context struct {
+	Data []byte
+	// Kind is "text" (a str in Python) or "json" (decoded).
+	Kind string
+}
+
+func (c *Context) proto() *pb.Context {
+	if c == nil {
+		return nil
+	}
+	k := c.Kind
+	if k == "" {
+		k = "text"
+	}
+	return &pb.Context{Data: c.Data, Kind: k}
+}
+
+// Run executes one program.
+func (r *Runtime) Run(ctx context.Context, p Program) (*Result, error) {
+	req := &pb.RunRequest{
+		Code: p.Code, Stdin: p.Stdin, Args: p.Args, Env: p.Env,
+		Requirements: p.Requirements, Install: p.Install, Limits: p.Limits.Proto(),
+		Context: p.Context.proto(), ReturnFiles: p.ReturnFiles, Runtime: r.Name,
+	}
+	for _, f := range p.Files {
+		req.Files = append(req.Files, &pb.File{Path: f.Path, Data: f.Data})
+	}
+	res, err := r.Client.Run(ctx, req)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	out := FromProto(res)
+	if out.Backend == "" {
+		out.Backend = r.Backend
+	}
+	return out, nil
+}
+
+// Check validates code without running it.
+func (r *Runtime) Check(ctx context.Context, code string) (ok bool, msg string, err error) {
+	res, err := r.Client.Check(ctx, &pb.CheckRequest{Code: code, Runtime: r.Name})
+	if err != nil {
+		return false, "", rpcError(err)
+	}
+	return res.GetOk(), res.GetMessage(), nil
+}
+
+// ErrUnsupported is returned for an operation the runtime does not offer.
+var ErrUnsupported = errors.New("not supported by this runtime")
+
+// rpcError turns gRPC status errors into plain errors a user can read.
+func rpcError(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	switch st.Code() {
+	case codes.Unimplemented:
+		return fmt.Errorf("%w: %s", ErrUnsupported, st.Message())
+	case codes.Unavailable:
+		return fmt.Errorf("runtime connection lost (the plugin or daemon exited): %s", st.Message())
+	case codes.Canceled:
+		return context.Canceled
+	case codes.DeadlineExceeded:
+		return context.DeadlineExceeded
+	}
+	return errors.New(st.Message())
+}

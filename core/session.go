@@ -1,0 +1,351 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+// Session is a stateful REPL: globals persist between cells.
+type Session interface {
+	// Execute runs one cell. timeout 0 means the session's wall limit.
+	Execute(ctx context.Context, code string, timeout time.Duration) (*Result, error)
+	// Variable reads a global back as JSON; found is false when the name is
+	// not defined (a variable holding None is found, with value null).
+	Variable(ctx context.Context, name string) (value json.RawMessage, found bool, err error)
+	// Cancel interrupts the running cell; the session's state is kept.
+	Cancel() error
+	// Close ends the session and every process it started.
+	Close() error
+}
+
+// Bridges are the Go callbacks behind llm_query and rlm_query. A callback's
+// error is raised inside the cell as a Python exception.
+type Bridges struct {
+	// LLMQuery answers one prompt. model is "" unless the cell named one.
+	LLMQuery func(ctx context.Context, prompt, model string) (string, error)
+	// RLMQuery runs a recursive sub-task. sub is nil when the cell passed
+	// no context, meaning "the session's own context".
+	RLMQuery func(ctx context.Context, task string, sub *string) (string, error)
+	// MaxConcurrent bounds the queries of one batched call in flight
+	// (default 8).
+	MaxConcurrent int
+}
+
+// SessionOptions configure a new session.
+type SessionOptions struct {
+	Runtime string
+	Context *Context
+	Limits  Limits
+	Env     map[string]string
+	Bridges Bridges
+}
+
+// SandboxFactory opens sessions. The RLM engine receives one and never
+// imports backend code: the CLI (or a library user) decides what serves the
+// sessions.
+type SandboxFactory func(ctx context.Context, opts SessionOptions) (Session, error)
+
+// OpenSession starts a REPL session on the runtime.
+func (r *Runtime) OpenSession(ctx context.Context, opts SessionOptions) (Session, error) {
+	sctx, cancel := context.WithCancel(context.Background())
+	stream, err := r.Client.Session(sctx)
+	if err != nil {
+		cancel()
+		return nil, rpcError(err)
+	}
+	name := opts.Runtime
+	if name == "" {
+		name = r.Name
+	}
+	s := &session{
+		stream:  stream,
+		cancel:  cancel,
+		bridges: opts.Bridges,
+		waiters: map[uint64]chan *pb.SessionResponse{},
+		done:    make(chan struct{}),
+	}
+	if err := s.send(&pb.SessionRequest{Msg: &pb.SessionRequest_Open{Open: &pb.OpenSession{
+		Context: opts.Context.proto(), Limits: opts.Limits.Proto(), Env: opts.Env, Runtime: name,
+	}}}); err != nil {
+		cancel()
+		return nil, rpcError(err)
+	}
+	opened := make(chan error, 1)
+	go func() {
+		msg, err := stream.Recv()
+		if err != nil {
+			opened <- rpcError(err)
+			return
+		}
+		if e := msg.GetError(); e != nil {
+			opened <- errors.New(e.GetMessage())
+			return
+		}
+		if msg.GetOpened() == nil {
+			opened <- fmt.Errorf("unexpected first session message %T", msg.GetMsg())
+			return
+		}
+		opened <- nil
+	}()
+	select {
+	case err := <-opened:
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+	case <-ctx.Done():
+		cancel()
+		return nil, ctx.Err()
+	}
+	go s.loop()
+	return s, nil
+}
+
+type session struct {
+	stream  pb.Runtime_SessionClient
+	cancel  context.CancelFunc
+	bridges Bridges
+
+	sendMu sync.Mutex
+	mu     sync.Mutex
+	nextID uint64
+	// waiters get the response carrying their request id.
+	waiters map[uint64]chan *pb.SessionResponse
+	err     error // set once the stream is gone
+	done    chan struct{}
+	closed  bool
+}
+
+func (s *session) send(m *pb.SessionRequest) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return s.stream.Send(m)
+}
+
+// loop routes responses to waiters and serves callbacks.
+func (s *session) loop() {
+	defer close(s.done)
+	for {
+		msg, err := s.stream.Recv()
+		if err != nil {
+			s.fail(rpcError(err))
+			return
+		}
+		switch m := msg.GetMsg().(type) {
+		case *pb.SessionResponse_Result:
+			s.deliver(m.Result.GetId(), msg)
+		case *pb.SessionResponse_Variable:
+			s.deliver(m.Variable.GetId(), msg)
+		case *pb.SessionResponse_Callback:
+			go s.serveCallback(m.Callback)
+		case *pb.SessionResponse_Error:
+			if m.Error.GetFatal() {
+				s.fail(errors.New(m.Error.GetMessage()))
+				return
+			}
+		}
+	}
+}
+
+func (s *session) deliver(id uint64, msg *pb.SessionResponse) {
+	s.mu.Lock()
+	ch := s.waiters[id]
+	delete(s.waiters, id)
+	s.mu.Unlock()
+	if ch != nil {
+		ch <- msg
+	}
+}
+
+func (s *session) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		if s.closed {
+			err = errors.New("session closed")
+		} else if errors.Is(err, context.Canceled) || err == nil {
+			err = errors.New("session ended")
+		}
+		s.err = err
+	}
+	for id, ch := range s.waiters {
+		close(ch)
+		delete(s.waiters, id)
+	}
+}
+
+func (s *session) serveCallback(cb *pb.Callback) {
+	results, err := s.runCallback(cb)
+	reply := &pb.CallbackReply{CallId: cb.GetCallId(), Results: results}
+	if err != nil {
+		reply.Error = err.Error()
+		reply.Results = nil
+	}
+	_ = s.send(&pb.SessionRequest{Msg: &pb.SessionRequest_CallbackReply{CallbackReply: reply}})
+}
+
+// runCallback answers every prompt of a (possibly batched) query, at most
+// Bridges.MaxConcurrent at a time, results in prompt order.
+func (s *session) runCallback(cb *pb.Callback) ([]string, error) {
+	ctx := context.Background()
+	prompts := cb.GetPrompts()
+	kind := cb.GetKind()
+	one := func(i int) (string, error) {
+		switch kind {
+		case "llm_query":
+			if s.bridges.LLMQuery == nil {
+				return "", errors.New("llm_query is not available: this session has no LLM configured")
+			}
+			return s.bridges.LLMQuery(ctx, prompts[i], cb.GetModel())
+		case "rlm_query":
+			if s.bridges.RLMQuery == nil {
+				return "", errors.New("rlm_query is not available: this session has no LLM configured")
+			}
+			var sub *string
+			if i < len(cb.GetHasContext()) && cb.GetHasContext()[i] && i < len(cb.GetContexts()) {
+				c := cb.GetContexts()[i]
+				sub = &c
+			}
+			return s.bridges.RLMQuery(ctx, prompts[i], sub)
+		}
+		return "", fmt.Errorf("unknown callback %q", kind)
+	}
+	results := make([]string, len(prompts))
+	if len(prompts) == 1 {
+		r, err := one(0)
+		results[0] = r
+		return results, err
+	}
+	limit := s.bridges.MaxConcurrent
+	if limit <= 0 {
+		limit = 8
+	}
+	sem := make(chan struct{}, limit)
+	errs := make([]error, len(prompts))
+	var wg sync.WaitGroup
+	for i := range prompts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			results[i], errs[i] = one(i)
+		}(i)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("query %d of %d: %w", i+1, len(prompts), err)
+		}
+	}
+	return results, nil
+}
+
+func (s *session) call(ctx context.Context, build func(id uint64) *pb.SessionRequest, onCancel func()) (*pb.SessionResponse, error) {
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return nil, err
+	}
+	s.nextID++
+	id := s.nextID
+	ch := make(chan *pb.SessionResponse, 1)
+	s.waiters[id] = ch
+	s.mu.Unlock()
+	if err := s.send(build(id)); err != nil {
+		s.mu.Lock()
+		delete(s.waiters, id)
+		s.mu.Unlock()
+		return nil, rpcError(err)
+	}
+	select {
+	case msg, ok := <-ch:
+		if !ok {
+			return nil, s.failure()
+		}
+		return msg, nil
+	case <-ctx.Done():
+		if onCancel != nil {
+			onCancel()
+			// The runtime answers a cancelled cell promptly; wait for it so
+			// the next cell does not see this one's result.
+			select {
+			case msg, ok := <-ch:
+				if ok {
+					return msg, nil
+				}
+				return nil, s.failure()
+			case <-time.After(10 * time.Second):
+			}
+		}
+		return nil, ctx.Err()
+	}
+}
+
+func (s *session) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	return errors.New("session ended")
+}
+
+func (s *session) Execute(ctx context.Context, code string, timeout time.Duration) (*Result, error) {
+	msg, err := s.call(ctx, func(id uint64) *pb.SessionRequest {
+		return &pb.SessionRequest{Msg: &pb.SessionRequest_Execute{Execute: &pb.Execute{
+			Id: id, Code: code, TimeoutMs: timeout.Milliseconds()}}}
+	}, func() { _ = s.Cancel() })
+	if err != nil {
+		return nil, err
+	}
+	return FromProto(msg.GetResult().GetResult()), nil
+}
+
+func (s *session) Variable(ctx context.Context, name string) (json.RawMessage, bool, error) {
+	msg, err := s.call(ctx, func(id uint64) *pb.SessionRequest {
+		return &pb.SessionRequest{Msg: &pb.SessionRequest_GetVariable{GetVariable: &pb.GetVariable{Id: id, Name: name}}}
+	}, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	v := msg.GetVariable()
+	if v.GetError() != "" {
+		return nil, false, errors.New(v.GetError())
+	}
+	if !v.GetFound() {
+		return nil, false, nil
+	}
+	return json.RawMessage(v.GetJson()), true, nil
+}
+
+func (s *session) Cancel() error {
+	return rpcError(s.send(&pb.SessionRequest{Msg: &pb.SessionRequest_Cancel{Cancel: &pb.Cancel{}}}))
+}
+
+func (s *session) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	_ = s.send(&pb.SessionRequest{Msg: &pb.SessionRequest_Close{Close: &pb.Close{}}})
+	s.sendMu.Lock()
+	_ = s.stream.CloseSend()
+	s.sendMu.Unlock()
+	select {
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+	}
+	s.cancel()
+	return nil
+}

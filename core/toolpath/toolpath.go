@@ -1,0 +1,126 @@
+// Package toolpath finds a runtime's executable and its version once, and
+// remembers the answer on disk.
+//
+// Asking a tool for its version costs a process start (node: ~40 ms, a
+// pyenv shim: ~170 ms), and every rlm command would pay it again. The cache
+// is keyed by the executable's path, size and modification time plus the
+// environment variables that steer version managers, so upgrading the tool
+// or switching pyenv versions invalidates it.
+package toolpath
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// Tool is a resolved runtime executable.
+type Tool struct {
+	// Exe is the executable to run: a version manager's shim resolved to
+	// the real interpreter when Probe reports one.
+	Exe string `json:"exe"`
+	// Version is as the tool prints it, e.g. "Python 3.11.7".
+	Version string `json:"version"`
+	// Extra holds probe-specific facts (a Python prefix, GOROOT).
+	Extra map[string]string `json:"extra,omitempty"`
+}
+
+// Probe inspects the executable at path and reports the real executable
+// and version. It runs only on a cache miss.
+type Probe func(path string) (Tool, error)
+
+// NotFoundError is returned when the tool is not on PATH.
+type NotFoundError struct{ Name string }
+
+func (e *NotFoundError) Error() string { return fmt.Sprintf("'%s' not found in PATH", e.Name) }
+
+var (
+	mu  sync.Mutex
+	mem = map[string]Tool{}
+)
+
+// versionManagerEnv changes which interpreter a shim runs.
+var versionManagerEnv = []string{"PYENV_VERSION", "PYENV_ROOT", "NODENV_VERSION", "NVM_BIN", "GOTOOLCHAIN", "GOROOT"}
+
+// Resolve finds name on PATH and returns its probed facts, from the cache
+// when the executable has not changed.
+func Resolve(name string, probe Probe) (Tool, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return Tool{}, &NotFoundError{Name: name}
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return Tool{}, err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%d\x00%d\x00", path, st.Size(), st.ModTime().UnixNano())
+	for _, k := range versionManagerEnv {
+		fmt.Fprintf(h, "%s=%s\x00", k, os.Getenv(k))
+	}
+	if strings.Contains(path, "shims") {
+		// pyenv also reads .python-version files up from the cwd.
+		wd, _ := os.Getwd()
+		fmt.Fprintf(h, "cwd=%s\x00", wd)
+	}
+	key := name + "-" + hex.EncodeToString(h.Sum(nil))[:24]
+
+	mu.Lock()
+	defer mu.Unlock()
+	if t, ok := mem[key]; ok {
+		return t, nil
+	}
+	file := cacheFile(key)
+	if b, err := os.ReadFile(file); err == nil {
+		var t Tool
+		if json.Unmarshal(b, &t) == nil && t.Exe != "" {
+			if _, err := os.Stat(t.Exe); err == nil {
+				mem[key] = t
+				return t, nil
+			}
+		}
+	}
+	t, err := probe(path)
+	if err != nil {
+		return Tool{}, err
+	}
+	if t.Exe == "" {
+		t.Exe = path
+	}
+	mem[key] = t
+	if file != "" {
+		if b, err := json.Marshal(t); err == nil {
+			_ = os.MkdirAll(filepath.Dir(file), 0o755)
+			tmp := file + ".tmp" + fmt.Sprint(os.Getpid())
+			if os.WriteFile(tmp, b, 0o644) == nil {
+				_ = os.Rename(tmp, file)
+			}
+		}
+	}
+	return t, nil
+}
+
+func cacheFile(key string) string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "rlm", "tools", key+".json")
+}
+
+// FirstLine runs path with args and returns the first line it prints, a
+// common way tools state their version.
+func FirstLine(path string, args ...string) (string, error) {
+	out, err := exec.Command(path, args...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %v: %s", path, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return strings.TrimSpace(line), nil
+}

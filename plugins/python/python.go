@@ -1,0 +1,120 @@
+// Package python is the native Python runtime: programs run by the real
+// CPython interpreter, and REPL sessions run by an embedded driver that
+// speaks JSON-RPC 2.0 to the host on private pipes.
+package python
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rlmkit/rlm/core/native"
+	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/proctree"
+	"github.com/rlmkit/rlm/core/program"
+	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core/toolpath"
+)
+
+// probeScript prints what the plugin needs to know about an interpreter in
+// one start: pyenv-style shims cost ~170 ms each, so the real executable is
+// resolved once and cached by toolpath.
+const probeScript = `import sys, json; print(json.dumps({"exe": sys.executable, "version": "Python %d.%d.%d" % sys.version_info[:3], "prefix": sys.prefix, "major": sys.version_info[0], "minor": sys.version_info[1]}))`
+
+// Probe resolves a python3 found on PATH to the real interpreter.
+func Probe(path string) (toolpath.Tool, error) {
+	out, err := exec.Command(path, "-c", probeScript).Output()
+	if err != nil {
+		return toolpath.Tool{}, fmt.Errorf("%s does not run: %v", path, err)
+	}
+	var p struct {
+		Exe, Version, Prefix string
+		Major, Minor         int
+	}
+	if err := json.Unmarshal(out, &p); err != nil {
+		return toolpath.Tool{}, fmt.Errorf("%s: unexpected probe output %q", path, out)
+	}
+	if p.Exe == "" {
+		p.Exe = path
+	}
+	return toolpath.Tool{Exe: p.Exe, Version: p.Version, Extra: map[string]string{
+		"prefix": p.Prefix, "major": strconv.Itoa(p.Major), "minor": strconv.Itoa(p.Minor)}}, nil
+}
+
+// checkVersion refuses interpreters older than 3.8, which the driver needs.
+func checkVersion(t toolpath.Tool) error {
+	maj, _ := strconv.Atoi(t.Extra["major"])
+	minr, _ := strconv.Atoi(t.Extra["minor"])
+	if maj < 3 || (maj == 3 && minr < 8) {
+		return fmt.Errorf("%s is %s; rlm needs Python 3.8 or newer", t.Exe, t.Version)
+	}
+	return nil
+}
+
+// Runtime describes python for core/native.
+var Runtime = &native.Runtime{
+	Name:     "python",
+	Language: "python",
+	Ext:      ".py",
+	CodeFile: "main.py",
+	Tool:     "python3",
+	Probe:    Probe,
+	Check:    checkVersion,
+	Argv: func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string {
+		return append([]string{t.Exe, ws.CodePath}, req.GetArgs()...)
+	},
+	Env: func(toolpath.Tool, *program.Workspace) []string {
+		// Bytecode caches would land in the workspace and come back as
+		// produced files.
+		return []string{"PYTHONDONTWRITEBYTECODE=1"}
+	},
+	Capabilities: []string{"program", "repl", "check", "files"},
+}
+
+// Server is the python plugin's runtime service.
+type Server struct {
+	native.Server
+}
+
+// New returns the python runtime service.
+func New() *Server {
+	return &Server{Server: native.Server{RT: Runtime}}
+}
+
+// Check compiles code without running it.
+func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
+	t, err := s.Tool()
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "python runtime unavailable: %v", err)
+	}
+	cmd := exec.CommandContext(ctx, t.Exe, "-I", "-c",
+		`import sys
+try:
+    compile(sys.stdin.read(), "<sandbox>", "exec")
+except (SyntaxError, ValueError) as e:
+    print("%s: %s (line %s)" % (type(e).__name__, getattr(e, "msg", e), getattr(e, "lineno", "?")))
+    sys.exit(1)`)
+	cmd.Stdin = strings.NewReader(req.GetCode())
+	out, err := cmd.Output()
+	if err != nil {
+		if _, ok := err.(*exec.ExitError); ok {
+			return &pb.CheckResponse{Ok: false, Message: strings.TrimSpace(string(out))}, nil
+		}
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &pb.CheckResponse{Ok: true}, nil
+}
+
+// Main is the plugin binary's entry point.
+func Main() {
+	// Descendants that escape their process group re-parent here, where
+	// they are found and killed, instead of becoming immortal zombies.
+	_ = proctree.BecomeSubreaper()
+	plugin.Serve(New())
+}
