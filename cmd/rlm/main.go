@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/rlmkit/rlm/cmd/rlm/internal/root"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/root"
 )
 
 func main() { os.Exit(root.Main(os.Args[1:])) }

@@ -41,8 +41,9 @@ type Limits struct {
 // Default is the configuration with no file and no environment.
 func Default() Config {
 	return Config{
-		Runtime: "python",
-		Backend: "auto",
+		Runtime:    "python",
+		Backend:    "auto",
+		PluginDirs: []string{},
 		Limits: Limits{
 			Timeout:   Duration(30 * time.Second),
 			MaxOutput: 1 << 20,

@@ -12,11 +12,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rlmkit/rlm/cmd/rlm/internal/cmdutil"
-	"github.com/rlmkit/rlm/cmd/rlm/internal/configcmd"
-	"github.com/rlmkit/rlm/cmd/rlm/internal/execcmd"
-	"github.com/rlmkit/rlm/cmd/rlm/internal/pluginscmd"
-	"github.com/rlmkit/rlm/cmd/rlm/internal/versioncmd"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/configcmd"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/execcmd"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/pluginscmd"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/versioncmd"
 )
 
 // NewCmd builds the root command around f.

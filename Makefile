@@ -1,0 +1,38 @@
+# rlm's build. `make demo` builds everything and runs the main job on an
+# embedded example; `make test` runs every test (what CI runs).
+GO      ?= go
+BIN     ?= $(CURDIR)/bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/rlmkit/rlm/core/native.Version=$(VERSION)
+PLUGINS := $(wildcard plugins/*/cmd/rlm-plugin-*)
+
+.PHONY: all build demo test test-short lint proto bench clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/rlm $(addprefix ./,$(PLUGINS))
+
+demo: build
+	$(BIN)/rlm exec -r python -c 'import sys; print("hello from", sys.version.split()[0])'
+
+# The whole suite: unit tests, plugin RPC tests and testscripts.
+test: build lint
+	$(GO) test -count=1 -timeout 30m ./...
+
+test-short:
+	$(GO) test -short ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# Regenerate core/proto with pinned generators (needs Debian's protoc).
+proto:
+	$(GO) generate ./core/proto
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./bench/...
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,167 @@
+// Package testscripts holds rlm's end-to-end tests: each testdata/**/*.txtar
+// runs real rlm and plugin binaries (this test binary, re-executed under
+// their names) against real interpreters.
+package testscripts
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/rlmkit/rlm/cmd/rlm/cli/root"
+	"github.com/rlmkit/rlm/plugins/python"
+)
+
+// commands are the binaries under test. Plugins are here so that every
+// script finds them beside rlm, as an installed rlm would.
+var commands = map[string]func(){
+	"rlm":               func() { os.Exit(root.Main(os.Args[1:])) },
+	"rlm-plugin-python": python.Main,
+}
+
+var sharedCache string
+
+func TestMain(m *testing.M) {
+	// Tool probes (a pyenv shim costs ~170 ms) are cached across scripts.
+	sharedCache, _ = os.MkdirTemp("", "rlm-testscripts-cache-")
+	testscript.Main(m, commands)
+}
+
+func TestScripts(t *testing.T) {
+	dirs, _ := filepath.Glob("testdata/*")
+	for _, dir := range dirs {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			continue
+		}
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			t.Parallel()
+			testscript.Run(t, params(dir))
+		})
+	}
+}
+
+func params(dir string) testscript.Params {
+	return testscript.Params{
+		Dir:                 dir,
+		RequireExplicitExec: true,
+		Setup: func(env *testscript.Env) error {
+			home := filepath.Join(env.WorkDir, "home")
+			if err := os.MkdirAll(home, 0o755); err != nil {
+				return err
+			}
+			env.Setenv("HOME", home)
+			env.Setenv("XDG_CACHE_HOME", sharedCache)
+			env.Setenv("RLM_CONFIG", "")
+			env.Setenv("RLM_PLUGIN_PATH", "")
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"exits":      cmdExits,
+			"noprocs":    cmdNoProcs,
+			"filesize":   cmdFileSize,
+			"countlines": cmdCountLines,
+		},
+		Condition: func(cond string) (bool, error) {
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
+	}
+}
+
+// exits N CMD ARGS... runs CMD like exec and checks its exit status is N,
+// leaving its output for stdout/stderr checks.
+func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exits N CMD ARGS...")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exits: %q is not a number", args[0])
+	}
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("exits: %v", err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("exit status %d, want %d", got, want)
+	}
+}
+
+// noprocs PATTERN... waits up to 3 s for no process whose command line
+// contains any PATTERN to remain (zombies count as gone only once reaped).
+func cmdNoProcs(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: noprocs PATTERN...")
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		left := matchingProcs(args)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("processes still running: %s", strings.Join(left, "; "))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func matchingProcs(patterns []string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	self := strconv.Itoa(os.Getpid())
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil || e.Name() == self {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		cl := string(bytes.ReplaceAll(bytes.TrimRight(b, "\x00"), []byte{0}, []byte{' '}))
+		for _, p := range patterns {
+			if strings.Contains(cl, p) {
+				out = append(out, e.Name()+": "+cl)
+			}
+		}
+	}
+	return out
+}
+
+// filesize FILE MIN MAX checks that FILE's size is within [MIN, MAX].
+func cmdFileSize(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: filesize FILE MIN MAX")
+	}
+	n := int64(len(ts.ReadFile(args[0])))
+	lo, _ := strconv.ParseInt(args[1], 10, 64)
+	hi, _ := strconv.ParseInt(args[2], 10, 64)
+	in := n >= lo && n <= hi
+	if in == neg {
+		ts.Fatalf("%s is %d bytes; want %s[%d, %d]", args[0], n, map[bool]string{true: "not in ", false: ""}[neg], lo, hi)
+	}
+}
+
+// countlines FILE N checks that FILE has exactly N lines.
+func cmdCountLines(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: countlines FILE N")
+	}
+	got := strings.Count(ts.ReadFile(args[0]), "\n")
+	want, _ := strconv.Atoi(args[1])
+	if (got == want) == neg {
+		ts.Fatalf("%s has %d lines, want %d", args[0], got, want)
+	}
+}
