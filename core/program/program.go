@@ -35,9 +35,9 @@ import (
 
 // Defaults applied when a request's limit is zero.
 const (
-	DefaultWall      = 30 * time.Second
-	DefaultMaxFiles  = 100
-	DefaultMaxFile   = 10 << 20
+	DefaultWall     = 30 * time.Second
+	DefaultMaxFiles = 100
+	DefaultMaxFile  = 10 << 20
 	// floodFactor × the kept budget (at least floodMin) of output ends a run.
 	floodFactor = 64
 	floodMin    = 64 << 20
@@ -352,5 +352,3 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 	}
 	return res, nil
 }
-
-

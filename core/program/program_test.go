@@ -146,4 +146,3 @@ func TestProducedFilesAreBounded(t *testing.T) {
 		t.Fatalf("files %d omitted %v", len(res.Files), res.FilesOmitted)
 	}
 }
-
