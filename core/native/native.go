@@ -39,7 +39,7 @@ type Runtime struct {
 	Env func(t toolpath.Tool, ws *program.Workspace) []string
 	// Prepare runs before the program (compile, install requirements). A
 	// non-nil result ends the run with it (a compile error, say).
-	Prepare      func(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest, env []string) (*pb.Result, error)
+	Prepare func(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest, env []string) (*pb.Result, error)
 	// Spawner, when set, may return a faster way to start the program
 	// than os/exec (python's fork server); nil means os/exec.
 	Spawner      func(t toolpath.Tool, req *pb.RunRequest) program.Spawner
