@@ -189,6 +189,8 @@ def rlm_query(task, ctx=None):
     """Run a recursive RLM sub-task. ctx defaults to the current `context`."""
     if ctx is None:
         ctx = _ns.get("context")
+        if ctx is _opened["context"]:
+            ctx = None
     has = ctx is not None
     return _callback(
         "rlm_query", [_as_text(task, "task")], [_ctx_text(ctx) if has else ""], [has], None
@@ -211,7 +213,7 @@ def rlm_query_batched(tasks, ctxs=None):
     cur = _ns.get("context")
     texts, has = [], []
     for c in ctxs:
-        if c is None:
+        if c is None and cur is not _opened["context"]:
             c = cur
         has.append(c is not None)
         texts.append(_ctx_text(c) if c is not None else "")
@@ -309,6 +311,10 @@ for _f in (llm_query, llm_query_batched, rlm_query, rlm_query_batched, chunk_tex
 _HELPERS["LLMQueryError"] = LLMQueryError
 _ns.update(_HELPERS)
 _ns["context"] = None
+# The context the host sent. While `context` still is that very object, a
+# sub-query's default context is sent as "the session's own" (has=False), so
+# a 50 MB context does not travel back to the host on every rlm_query.
+_opened = {"context": None}
 del _f
 
 
@@ -482,6 +488,7 @@ def _open(p):
             ctx = str(buf, "utf-8", "replace")
         del buf
         _ns["context"] = ctx
+        _opened["context"] = ctx
     v = sys.version_info
     return {"python": "%d.%d.%d" % (v[0], v[1], v[2]), "pid": _PID}
 

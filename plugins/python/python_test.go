@@ -140,11 +140,13 @@ func TestBridgesReachGo(t *testing.T) {
 	})
 	r := run(t, s, `print(llm_query("q1", model="m"))
 print(rlm_query("t1"))
-print(rlm_query("t2", "piece"))`)
-	if r.Stdout != "answer to q1\nsub t1\nsub t2\n" || r.Error != "" {
+print(rlm_query("t2", "piece"))
+context = "changed"
+print(rlm_query("t3"))`)
+	if r.Stdout != "answer to q1\nsub t1\nsub t2\nsub t3\n" || r.Error != "" {
 		t.Fatalf("stdout %q error %q stderr %q", r.Stdout, r.Error, r.Stderr)
 	}
-	want := []string{"llm:q1|m", "rlm:t1|<default>", "rlm:t2|piece"}
+	want := []string{"llm:q1|m", "rlm:t1|<default>", "rlm:t2|piece", "rlm:t3|changed"}
 	if fmt.Sprint(calls) != fmt.Sprint(want) {
 		t.Fatalf("calls %v want %v", calls, want)
 	}
@@ -278,7 +280,7 @@ func TestPluginKilledMidCellIsAnError(t *testing.T) {
 
 func TestExitCodesAndOutput(t *testing.T) {
 	s := open(t, launch(t), core.SessionOptions{})
-	r := run(t, s, "import os, sys\nprint('out')\nos.system('echo sys; echo err >&2')\nsys.exit(3)")
+	r := run(t, s, "import os, sys\nprint('out', flush=True)\nos.system('echo sys; echo err >&2')\nsys.exit(3)")
 	if r.ExitCode != 3 || r.Stdout != "out\nsys\n" || r.Stderr != "err\n" {
 		t.Fatalf("exit %d stdout %q stderr %q", r.ExitCode, r.Stdout, r.Stderr)
 	}
