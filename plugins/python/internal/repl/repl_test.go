@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rlmkit/rlm/core/proto"
 )
@@ -176,10 +177,23 @@ func TestContext50MB(t *testing.T) {
 	}
 }
 
+func TestContextMultibyteAcrossChunks(t *testing.T) {
+	// 3 MiB+ of 1-, 2-, 3- and 4-byte characters: pieces split characters
+	unit := "xé€😀"
+	text := strings.Repeat(unit, 3<<20/len(unit)+7)
+	sum := sha256.Sum256([]byte(text))
+	p := start(t, Config{Context: &proto.Context{Data: []byte(text), Kind: "text"}})
+	res := ok(t, p, "import hashlib\nprint(len(context), hashlib.sha256(context.encode()).hexdigest())")
+	want := fmt.Sprintf("%d %s\n", utf8.RuneCountInString(text), hex.EncodeToString(sum[:]))
+	if string(res.Stdout) != want {
+		t.Fatalf("got %q want %q", res.Stdout, want)
+	}
+}
+
 func TestStdoutStderrCapture(t *testing.T) {
 	p := start(t, Config{})
 	res := ok(t, p, `import os, sys
-print("out1")
+print("out1", flush=True)  # stdout is block-buffered, as in a script
 print("err1", file=sys.stderr)
 os.write(1, b"raw-out\n")
 os.write(2, b"raw-err\n")
