@@ -156,7 +156,18 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 // startInst starts a driver and makes it current. Callers hold p.mu (or own
 // p exclusively).
 func (p *Process) startInst(ctx context.Context) error {
-	d, err := spawn(&p.cfg)
+	err := p.startInstWith(ctx, true)
+	if errors.Is(err, errCachedStart) && ctx.Err() == nil {
+		// a stale marshalled driver (the interpreter changed): compile it
+		err = p.startInstWith(ctx, false)
+	}
+	return err
+}
+
+var errCachedStart = errors.New("repl: the cached driver failed to start")
+
+func (p *Process) startInstWith(ctx context.Context, useCache bool) error {
+	d, err := spawn(&p.cfg, useCache)
 	if err != nil {
 		return err
 	}
@@ -171,6 +182,10 @@ func (p *Process) startInst(ctx context.Context) error {
 	}()
 	r, err := d.open(ctx, p.ctxData)
 	if err != nil {
+		if d.cached {
+			codeCache.Delete(d.key)
+			return fmt.Errorf("%w: %w", errCachedStart, err)
+		}
 		return err
 	}
 	p.d = d

@@ -127,6 +127,33 @@ func TestStatePersistsAndVariables(t *testing.T) {
 	}
 }
 
+func TestMarshalledDriverCache(t *testing.T) {
+	needPython(t)
+	key, keyOK := interpreterKey(pythonPath)
+	if !keyOK {
+		t.Fatal("no key")
+	}
+	codeCache.Delete(key)
+	p := start(t, Config{})
+	v, cached := codeCache.Load(key)
+	if !cached || len(v.([]byte)) == 0 {
+		t.Fatal("the first start did not cache the driver")
+	}
+	// a later start runs the cached code
+	p2 := start(t, Config{Context: &proto.Context{Data: []byte("c")}})
+	if res := ok(t, p2, "print(context)"); string(res.Stdout) != "c\n" {
+		t.Fatalf("%q", res.Stdout)
+	}
+	// a stale cache entry falls back to compiling the source
+	codeCache.Store(key, []byte("not marshal data"))
+	p3 := start(t, Config{})
+	ok(t, p3, "x = 1")
+	if v, _ := codeCache.Load(key); string(v.([]byte)) == "not marshal data" {
+		t.Fatal("stale cache entry kept")
+	}
+	ok(t, p, "y = 2")
+}
+
 func TestContextText(t *testing.T) {
 	p := start(t, Config{Context: &proto.Context{Data: []byte("héllo wörld"), Kind: "text"}})
 	res := ok(t, p, "print(type(context).__name__, len(context), context)")
@@ -277,6 +304,8 @@ func TestSystemExit(t *testing.T) {
 		{"import sys; sys.exit('bye now')", 1, "bye now\n"},
 		{"raise SystemExit(7)", 7, ""},
 		{"exit(4)", 4, ""},
+		{"import sys; sys.exit(True)", 1, ""},
+		{"import sys; sys.exit(-1)", 255, ""},
 	} {
 		res := run(t, p, c.code)
 		if res.ExitCode != c.exit || string(res.Stderr) != c.stderr || res.EndedBy != proto.EndedBy_EXIT || res.StateLost {
@@ -489,6 +518,21 @@ func TestOsExitCrash(t *testing.T) {
 		t.Fatalf("ended %v exit %d lost %v stdout %q error %q", res.EndedBy, res.ExitCode, res.StateLost, res.Stdout, res.Error)
 	}
 	ok(t, p, "pass")
+}
+
+func TestIdleSIGINTIgnored(t *testing.T) {
+	p := start(t, Config{})
+	ok(t, p, "v = 3")
+	for range 5 {
+		if err := syscall.Kill(p.Pid(), syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// the signals are handled (and ignored) before the next request is read
+	res := ok(t, p, "print(v)")
+	if string(res.Stdout) != "3\n" {
+		t.Fatalf("%q", res.Stdout)
+	}
 }
 
 func TestForkedChildDoesNotSpeak(t *testing.T) {
