@@ -29,9 +29,9 @@ var driverSource string
 // code object in _rlm_code so the driver can hand it back marshalled.
 const bootstrap = "import sys;_rlm_code=compile(sys.argv[1],'<rlm-driver>','exec');exec(_rlm_code)"
 
-// bootstrapCached runs the driver's marshalled code object, read from fd 5:
+// bootstrapCached runs the driver's marshalled code object, read from fd 6:
 // compiling the driver costs ~7 ms a start, unmarshalling ~0.1 ms.
-const bootstrapCached = "import os,marshal;f=os.fdopen(5,'rb');_rlm_code=marshal.loads(f.read());f.close();exec(_rlm_code)"
+const bootstrapCached = "import os,marshal;f=os.fdopen(6,'rb');_rlm_code=marshal.loads(f.read());f.close();exec(_rlm_code)"
 
 // codeKey identifies an interpreter binary; marshalled code is only valid for
 // the exact interpreter that produced it.
@@ -72,14 +72,15 @@ type rpcError struct {
 // inst is one incarnation of the driver process. A Process replaces its inst
 // when the interpreter is restarted.
 type inst struct {
-	cmd  *exec.Cmd
-	pid  int
-	tag  string
-	toW  *os.File // host -> driver (fd 3 in the driver)
-	wmu  sync.Mutex
-	out  *stream
-	err  *stream
-	msgs chan *rpcMsg // frames from the driver; closed at EOF
+	cmd   *exec.Cmd
+	pid   int
+	tag   string
+	toW   *os.File // host -> driver (fd 3 in the driver)
+	intrW int      // interrupt notes (fd 5 in the driver), non-blocking
+	wmu   sync.Mutex
+	out   *stream
+	err   *stream
+	msgs  chan *rpcMsg // frames from the driver; closed at EOF
 
 	cached bool    // started from the marshalled code cache
 	key    codeKey // the interpreter, for the cache
@@ -121,10 +122,21 @@ func spawn(cfg *Config, useCache bool) (*inst, error) {
 	respR, respW, err2 := pipe()
 	outR, outW, err3 := pipe()
 	errR, errW, err4 := pipe()
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	// the interrupt-note pipe: raw non-blocking write end, so a note can
+	// never block the host
+	var ifds [2]int
+	err5 := unix.Pipe2(ifds[:], unix.O_CLOEXEC|unix.O_NONBLOCK)
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		closeAll()
+		if err5 == nil {
+			unix.Close(ifds[0])
+			unix.Close(ifds[1])
+		}
 		return nil, fmt.Errorf("repl: pipes: %w", err)
 	}
+	intrR := os.NewFile(uintptr(ifds[0]), "intr")
+	files = append(files, intrR)
+	intrW := ifds[1]
 	// Bigger pipes: fewer wake-ups for large contexts and outputs.
 	setPipeSize(reqW, 1<<20)
 	setPipeSize(outW, 1<<20)
@@ -160,18 +172,20 @@ func spawn(cfg *Config, useCache bool) (*inst, error) {
 	cmd.Stdin = nil // /dev/null
 	cmd.Stdout = outW
 	cmd.Stderr = errW
-	cmd.ExtraFiles = []*os.File{reqR, respW}
+	cmd.ExtraFiles = []*os.File{reqR, respW, intrR}
 	if codeR != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, codeR)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		closeAll()
+		unix.Close(intrW)
 		return nil, fmt.Errorf("repl: start %s: %w", cfg.Python, err)
 	}
 	// the child's ends
 	reqR.Close()
 	respW.Close()
+	intrR.Close()
 	outW.Close()
 	errW.Close()
 	if codeR != nil {
@@ -187,6 +201,7 @@ func spawn(cfg *Config, useCache bool) (*inst, error) {
 		pid:    cmd.Process.Pid,
 		tag:    tag,
 		toW:    reqW,
+		intrW:  intrW,
 		out:    newStream(outR, cfg.MaxOutputBytes),
 		err:    newStream(errR, cfg.MaxOutputBytes),
 		msgs:   make(chan *rpcMsg, 16),
@@ -273,6 +288,8 @@ func (d *inst) kill() {
 		<-d.exited
 		reapKilled(killed, 2*time.Second)
 		d.toW.Close()
+		unix.Close(d.intrW)
+		d.intrW = -1
 	})
 }
 
@@ -378,6 +395,18 @@ func (d *inst) open(ctx context.Context, c *contextData) (*openResult, error) {
 			return fail(ctx.Err())
 		}
 	}
+}
+
+// interrupt raises KeyboardInterrupt in the given cell: a note naming the
+// cell, then SIGINT.
+func (d *inst) interrupt(cell int) {
+	if d.intrW < 0 {
+		return
+	}
+	var note [4]byte
+	binary.BigEndian.PutUint32(note[:], uint32(cell))
+	_, _ = unix.Write(d.intrW, note[:]) // a full pipe (impossible in practice) only loses the note
+	_ = syscall.Kill(d.pid, syscall.SIGINT)
 }
 
 // closeStreams closes the output pipes' read ends, ending their readers even

@@ -38,8 +38,15 @@ def _move_high(fd):
 
 _RFD = _move_high(3)
 _WFD = _move_high(4)
+# fd 5: interrupt notes. Before each SIGINT the host writes the number of
+# the cell it means (4 bytes), so a signal that arrives after the request
+# was sent but before the cell started still interrupts it, while a late
+# one meant for an earlier cell is ignored.
+_IFD = _move_high(5)
 os.close(3)
 os.close(4)
+os.close(5)
+os.set_blocking(_IFD, False)
 # Private duplicates of the output pipes for the end-of-cell markers: user
 # code may close or redirect fd 1/2, the marker must still reach the host.
 _OUT = _move_high(1)
@@ -117,10 +124,27 @@ def _recv():
     return _loads(_read_exact(n))
 
 
+def _interrupt_requested(cell):
+    """Drain the interrupt notes; True if one is for this cell."""
+    hit = False
+    while True:
+        try:
+            b = os.read(_IFD, 4096)
+        except OSError:  # EAGAIN: nothing (more) to read
+            return hit
+        if not b:
+            return hit
+        for i in range(0, len(b) - 3, 4):
+            if int.from_bytes(b[i : i + 4], "big") == cell:
+                hit = True
+
+
 def _on_sigint(signum, frame):
     global _pending
     if not _running:
-        return  # idle: ignore (the host's interrupt raced the cell's end)
+        # idle: ignore. (A host interrupt that lands just before its cell
+        # starts is caught by _interrupt_requested.)
+        return
     if _in_proto:
         _pending = True  # never break a frame in half; raise after the reply
         return
@@ -351,12 +375,18 @@ def _flush_all():
         except BaseException:
             pass
     if "ctypes" in sys.modules:  # C stdio buffers of extensions
+        global _libc
         try:
-            import ctypes
+            if _libc is None:
+                import ctypes
 
-            ctypes.CDLL(None).fflush(None)
+                _libc = ctypes.CDLL(None)
+            _libc.fflush(None)
         except BaseException:
             pass
+
+
+_libc = None
 
 
 def _strip_driver_frames(tb):
@@ -419,6 +449,7 @@ def _write_stream(text):
 def _run_cell(p):
     global _running, _pending
     code = p["code"]
+    cell = p.get("cell", 0)
     name = "<cell %d>" % p.get("cell", 0)
     _cells[name] = code
     res = {"exit_code": 0, "error": "", "interrupted": False}
@@ -426,6 +457,8 @@ def _run_cell(p):
         try:
             _pending = False
             _running = True
+            if _interrupt_requested(cell):  # interrupted before it started
+                raise KeyboardInterrupt
             exec(compile(code, name, "exec", dont_inherit=True), _ns)
         finally:
             _running = False

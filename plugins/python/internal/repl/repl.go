@@ -302,7 +302,11 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 	if err != nil {
 		return nil, err
 	}
+	if ctx.Err() != nil { // do not start a cell that is already cancelled
+		return &proto.Result{EndedBy: proto.EndedBy_CANCELLED, ExitCode: 130, Error: "cancelled before the cell started: " + ctx.Err().Error()}, nil
+	}
 	p.cell++
+	cell := p.cell
 	p.nextID++
 	id := p.nextID
 	idStr := strconv.FormatUint(id, 10)
@@ -316,7 +320,7 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 	defer cbCancel()
 
 	start := time.Now()
-	if err := d.send(request{JSONRPC: "2.0", ID: id, Method: "execute", Params: execParams{Code: code, Cell: p.cell, Marker: marker}}, nil); err != nil {
+	if err := d.send(request{JSONRPC: "2.0", ID: id, Method: "execute", Params: execParams{Code: code, Cell: cell, Marker: marker}}, nil); err != nil {
 		return p.crashed(d, start, "sending the cell failed: "+err.Error())
 	}
 
@@ -344,7 +348,7 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 			return
 		}
 		why = reason
-		_ = syscall.Kill(d.pid, syscall.SIGINT)
+		d.interrupt(cell)
 		cbCancel()
 		graceTimer = time.NewTimer(p.cfg.Grace)
 		grace = graceTimer.C

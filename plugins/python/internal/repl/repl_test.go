@@ -440,6 +440,36 @@ func TestTimeoutInterruptKeepsState(t *testing.T) {
 	}
 }
 
+func TestImmediateTimeoutNeverLosesState(t *testing.T) {
+	// The SIGINT may land before the driver has started the cell: it must
+	// still interrupt that cell, not be ignored as an idle signal (which
+	// would end in a hard kill after the grace period).
+	p := start(t, Config{Grace: 5 * time.Second})
+	ok(t, p, "keep = 1")
+	for i := range 20 {
+		res := runT(t, p, "import time\ntime.sleep(30)", time.Microsecond, nil)
+		if res.EndedBy != proto.EndedBy_TIMEOUT || res.StateLost {
+			t.Fatalf("run %d: ended %v lost %v error %q", i, res.EndedBy, res.StateLost, res.Error)
+		}
+	}
+	if found, _ := variable(t, p, "keep"); !found {
+		t.Fatal("state lost")
+	}
+}
+
+func TestCancelledBeforeStart(t *testing.T) {
+	p := start(t, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := p.Execute(ctx, "ran = True", 0, nil)
+	if err != nil || res.EndedBy != proto.EndedBy_CANCELLED {
+		t.Fatalf("%v %v", res, err)
+	}
+	if found, _ := variable(t, p, "ran"); found {
+		t.Fatal("the cell ran")
+	}
+}
+
 func TestTimeoutHardKillRestarts(t *testing.T) {
 	p := start(t, Config{Grace: 300 * time.Millisecond, Context: &proto.Context{Data: []byte("ctx survives")}})
 	ok(t, p, "before = 1")
