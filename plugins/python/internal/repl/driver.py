@@ -86,6 +86,7 @@ _io_lock = _thread.allocate_lock()  # held across one request/response pair
 _running = False  # a cell is executing: SIGINT raises KeyboardInterrupt
 _in_proto = False  # main thread is inside a callback round trip
 _pending = False  # SIGINT arrived during a callback: raise after it
+_sigint_seen = False  # a SIGINT arrived since the last reply was sent
 _cb_seq = 0
 _cells = {}  # "<cell N>" -> source, for tracebacks / linecache
 
@@ -105,7 +106,11 @@ def _write_all(fd, data):
 
 
 def _send(obj):
-    data = _dumps(obj).encode("utf-8")
+    _send_text(_dumps(obj))
+
+
+def _send_text(text):
+    data = text.encode("utf-8")
     try:
         _write_all(_WFD, len(data).to_bytes(4, "big") + data)
     except OSError:
@@ -140,7 +145,8 @@ def _interrupt_requested(cell):
 
 
 def _on_sigint(signum, frame):
-    global _pending
+    global _pending, _sigint_seen
+    _sigint_seen = True
     if not _running:
         # idle: ignore. (A host interrupt that lands just before its cell
         # starts is caught by _interrupt_requested.)
@@ -457,7 +463,7 @@ def _run_cell(p):
         try:
             _pending = False
             _running = True
-            if _interrupt_requested(cell):  # interrupted before it started
+            if _sigint_seen and _interrupt_requested(cell):  # interrupted before it started
                 raise KeyboardInterrupt
             exec(compile(code, name, "exec", dont_inherit=True), _ns)
         finally:
@@ -607,7 +613,30 @@ def _open(p):
     return res
 
 
+try:
+    from _json import encode_basestring_ascii as _quote
+except ImportError:  # pragma: no cover - CPython always has _json
+    from json.encoder import encode_basestring_ascii as _quote
+
+_CELL_REPLY = '{"jsonrpc":"2.0","id":%d,"result":{"exit_code":%d,"error":%s,"interrupted":%s,"marker_out":%s,"marker_err":%s}}'
+_TF = ("false", "true")
+
+
+def _cell_reply(mid, r):
+    # the per-cell reply, formatted directly: several times cheaper than
+    # json.dumps of the nested dicts
+    return _CELL_REPLY % (
+        mid,
+        r["exit_code"],
+        _quote(r["error"]),
+        _TF[r["interrupted"]],
+        _TF[r.get("marker_out", False)],
+        _TF[r.get("marker_err", False)],
+    )
+
+
 def _serve():
+    global _sigint_seen
     handlers = {"execute": _run_cell, "get_variable": _get_variable, "open": _open}
     _io_lock.acquire()
     while True:
@@ -619,14 +648,22 @@ def _serve():
         try:
             if h is None:
                 raise ValueError("unknown method %r" % (method,))
-            reply = {"jsonrpc": "2.0", "id": mid, "result": h(msg.get("params") or {})}
+            result = h(msg.get("params") or {})
+            if h is _run_cell and type(mid) is int:
+                reply = _cell_reply(mid, result)
+            else:
+                reply = _dumps({"jsonrpc": "2.0", "id": mid, "result": result})
         except BaseException as e:  # noqa: B902 - never let the loop die
-            reply = {"jsonrpc": "2.0", "id": mid, "error": {"code": -32000, "message": "%s: %s" % (_exc_name(e), e)}}
+            reply = _dumps({"jsonrpc": "2.0", "id": mid, "error": {"code": -32000, "message": "%s: %s" % (_exc_name(e), e)}})
         _io_lock.acquire()
-        _send(reply)
+        # A SIGINT meant for the next cell can only be sent after the host
+        # has read this reply, so it arrives after this point (earlier ones
+        # are filtered by their note, see _interrupt_requested).
+        _sigint_seen = False
+        _send_text(reply)
 
 
-import signal as _signal  # noqa: E402
+import _signal  # noqa: E402  (signal.getsignal wraps results in enums: slow)
 
 _signal.signal(_signal.SIGINT, _on_sigint)
 sys.argv = [""]
