@@ -102,6 +102,7 @@ type contextData struct {
 type Process struct {
 	cfg     Config
 	ctxData *contextData
+	secret  string // random, part of every cell's end marker
 
 	mu      sync.Mutex // serialises Execute, Variable and restarts
 	d       *inst      // nil after a failed restart or Close
@@ -134,6 +135,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	}
 	p := &Process{
 		cfg:     cfg,
+		secret:  randomHex(16),
 		intr:    make(chan struct{}, 1),
 		closing: make(chan struct{}),
 	}
@@ -310,7 +312,8 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 	p.nextID++
 	id := p.nextID
 	idStr := strconv.FormatUint(id, 10)
-	marker := "\x1e<rlm-cell-end:" + randomHex(16) + ">\x1e"
+	// unguessable (a random per-process secret) and unique (the cell number)
+	marker := "\x1e<rlm-cell-end:" + p.secret + ":" + strconv.Itoa(cell) + ">\x1e"
 	d.out.arm([]byte(marker))
 	d.err.arm([]byte(marker))
 	p.setRunning(true)
