@@ -1,23 +1,26 @@
 # rlm Python REPL driver.
 #
-# Embedded in the Go host (repl.go) and started as
+# Embedded in the Go host (driver.go) and started as
 #   python -c "<bootstrap>" <this source>
-# so its frames carry the file name <rlm-driver> and can be cut out of user
-# tracebacks.  Python 3.8+.
+# (or from its marshalled code object, see driver.go), so its frames carry
+# the file name <rlm-driver> and can be cut out of user tracebacks.
+# Python 3.8+.
 #
 # Channels:
 #   fd 3  host -> driver   JSON-RPC 2.0 frames (4-byte big-endian length + UTF-8 JSON)
 #   fd 4  driver -> host   the same framing
+#   fd 5  host -> driver   interrupt notes (4-byte cell numbers), see _interrupt_requested
 #   fd 0  /dev/null; fd 1 and 2 are the user's stdout and stderr (pipes the
-#         host reads).  The protocol fds are moved to high, close-on-exec
+#         host reads).  The private fds are moved to high, close-on-exec
 #         numbers at once, so user code and its children never see them on
 #         0/1/2 and children do not inherit them.
 #
 # Cell end: flush sys.stdout/sys.stderr, write the host's per-cell marker to
 # private duplicates of fd 1 and fd 2, then send the result frame.
 #
-# Only cheap modules are imported at start (os, sys, _thread, fcntl, signal,
-# json); traceback, linecache and re are imported when first needed.
+# Only cheap modules are imported at start (os, sys, _thread, fcntl, io,
+# _signal, json); traceback, linecache, codecs and re are imported when first
+# needed.
 
 import os
 import sys
@@ -32,8 +35,7 @@ _MAIN_IDENT = _thread.get_ident()
 def _move_high(fd):
     import fcntl
 
-    n = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100)
-    return n
+    return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100)
 
 
 _RFD = _move_high(3)
@@ -92,10 +94,7 @@ _cells = {}  # "<cell N>" -> source, for tracebacks / linecache
 
 
 def _die(code):
-    try:
-        os._exit(code)
-    finally:
-        os._exit(code)
+    os._exit(code)
 
 
 def _write_all(fd, data):
@@ -167,6 +166,8 @@ class LLMQueryError(RuntimeError):
 
 def _callback(kind, prompts, contexts, has_context, model):
     global _in_proto, _pending, _cb_seq
+    if os.getpid() != _PID:
+        raise LLMQueryError("%s is not available in a forked child process" % kind)
     main = _thread.get_ident() == _MAIN_IDENT
     if main:
         _in_proto = True

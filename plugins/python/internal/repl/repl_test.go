@@ -571,6 +571,19 @@ func TestForkedChildDoesNotSpeak(t *testing.T) {
 	if got := string(res.Stdout); got != "child\nparent\n" {
 		t.Fatalf("stdout %q", got)
 	}
+	// a forked child must not use the host channel
+	res = runT(t, p, `import os
+pid = os.fork()
+if pid == 0:
+    try:
+        llm_query("x")
+    except LLMQueryError as e:
+        print("child:", e, flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)`, 30*time.Second, func(context.Context, *proto.Callback) ([]string, error) { return []string{"r"}, nil })
+	if got := string(res.Stdout); got != "child: llm_query is not available in a forked child process\n" {
+		t.Fatalf("fork callback: %q %q", got, res.Stderr)
+	}
 	if res := ok(t, p, "print('next')"); string(res.Stdout) != "next\n" {
 		t.Fatalf("next %q", res.Stdout)
 	}
