@@ -239,6 +239,24 @@ print("out2")`)
 	}
 }
 
+func TestOutputBetweenCellsGoesToNextCell(t *testing.T) {
+	dir := t.TempDir()
+	p := start(t, Config{Dir: dir})
+	res := ok(t, p, `import subprocess
+subprocess.Popen(["sh", "-c", "while [ ! -e go ]; do sleep 0.01; done; echo late; touch done"])
+print("first")`)
+	if string(res.Stdout) != "first\n" {
+		t.Fatalf("first cell %q", res.Stdout)
+	}
+	if err := os.WriteFile(dir+"/go", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { _, err := os.Stat(dir + "/done"); return err == nil })
+	if res := ok(t, p, "print('second')"); string(res.Stdout) != "late\nsecond\n" {
+		t.Fatalf("second cell %q", res.Stdout)
+	}
+}
+
 func TestForgedProtocolOutputIsInert(t *testing.T) {
 	p := start(t, Config{})
 	// Anything a cell writes to fd 1/2 or its children inherit is output,
