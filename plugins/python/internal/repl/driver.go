@@ -324,6 +324,10 @@ func (d *inst) exitDescription() (desc, signal string, code int32) {
 	return fmt.Sprintf("exit status %d", st.ExitCode()), "", int32(st.ExitCode())
 }
 
+// errOpenRejected: the driver ran and refused the open request (a bad
+// context), as opposed to failing to start.
+var errOpenRejected = errors.New("repl: opening the session")
+
 type openParams struct {
 	ContextBytes *int   `json:"context_bytes,omitempty"`
 	Kind         string `json:"kind,omitempty"`
@@ -372,7 +376,7 @@ func (d *inst) open(ctx context.Context, c *contextData) (*openResult, error) {
 				continue
 			}
 			if m.Error != nil {
-				return fail(fmt.Errorf("repl: opening the session: %s", m.Error.Message))
+				return fail(fmt.Errorf("%w: %s", errOpenRejected, m.Error.Message))
 			}
 			var r openResult
 			if err := json.Unmarshal(m.Result, &r); err != nil {

@@ -104,16 +104,16 @@ type Process struct {
 	ctxData *contextData
 	secret  string // random, part of every cell's end marker
 
-	mu      sync.Mutex // serialises Execute, Variable and restarts
-	d       *inst      // nil after a failed restart or Close
-	cell    int
-	nextID  uint64
-	version string
+	mu     sync.Mutex // serialises Execute, Variable and restarts
+	d      *inst      // nil after a failed restart or Close
+	cell   int
+	nextID uint64
 
 	pid    atomic.Int64
 	callID atomic.Uint64
 
 	stateMu   sync.Mutex
+	version   string
 	running   bool
 	closed    bool
 	intr      chan struct{}
@@ -184,14 +184,16 @@ func (p *Process) startInstWith(ctx context.Context, useCache bool) error {
 	}()
 	r, err := d.open(ctx, p.ctxData)
 	if err != nil {
-		if d.cached {
+		if d.cached && !errors.Is(err, errOpenRejected) && ctx.Err() == nil {
 			codeCache.Delete(d.key)
 			return fmt.Errorf("%w: %w", errCachedStart, err)
 		}
 		return err
 	}
 	p.d = d
+	p.stateMu.Lock()
 	p.version = r.Python
+	p.stateMu.Unlock()
 	p.pid.Store(int64(d.pid))
 	return nil
 }
@@ -201,8 +203,8 @@ func (p *Process) Pid() int { return int(p.pid.Load()) }
 
 // PythonVersion is the interpreter's version, e.g. "3.11.7".
 func (p *Process) PythonVersion() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
 	return p.version
 }
 
