@@ -3,6 +3,7 @@ package repl
 import (
 	"bytes"
 	"context"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -154,4 +155,19 @@ func BenchmarkOpen50MB(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	reportPercentiles(b, samples)
 	b.ReportMetric(peak, "peak-rss/context")
+}
+
+// BenchmarkBarePython is the baseline for BenchmarkStart: the same
+// interpreter running `python -c pass` to exit.
+func BenchmarkBarePython(b *testing.B) {
+	needPython(b)
+	samples := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		t0 := time.Now()
+		if err := exec.Command(pythonPath, "-c", "pass").Run(); err != nil {
+			b.Fatal(err)
+		}
+		samples = append(samples, time.Since(t0))
+	}
+	reportPercentiles(b, samples)
 }

@@ -444,11 +444,7 @@ func TestTimeoutInterruptKeepsState(t *testing.T) {
 	p := start(t, Config{})
 	ok(t, p, "before = 'kept'")
 	pid := p.Pid()
-	t0 := time.Now()
 	res := runT(t, p, "import time\ntime.sleep(30)", 300*time.Millisecond, nil)
-	if el := time.Since(t0); el > 10*time.Second {
-		t.Fatalf("timeout took %v", el)
-	}
 	if res.EndedBy != proto.EndedBy_TIMEOUT || res.StateLost || !strings.Contains(res.Error, "timeout") {
 		t.Fatalf("ended %v lost %v error %q", res.EndedBy, res.StateLost, res.Error)
 	}
