@@ -182,6 +182,19 @@ func spawn(cfg *Config, useCache bool) (*inst, error) {
 		unix.Close(intrW)
 		return nil, fmt.Errorf("repl: start %s: %w", cfg.Python, err)
 	}
+	for _, rl := range cfg.Rlimits {
+		lim := unix.Rlimit{Cur: rl.Cur, Max: rl.Max}
+		if lim.Max == 0 {
+			lim.Max = lim.Cur
+		}
+		if err := unix.Prlimit(cmd.Process.Pid, rl.Resource, &lim, nil); err != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+			closeAll()
+			unix.Close(intrW)
+			return nil, fmt.Errorf("repl: setting resource limit %d: %w", rl.Resource, err)
+		}
+	}
 	// the child's ends
 	reqR.Close()
 	respW.Close()

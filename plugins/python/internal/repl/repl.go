@@ -74,6 +74,17 @@ type Config struct {
 	// Context becomes the `context` variable: nil gives None, kind "text"
 	// (or "") a str, kind "json" the decoded JSON value.
 	Context *proto.Context
+	// Rlimits are applied to the interpreter (prlimit) right after it is
+	// spawned, before any user code can run, and are inherited by its
+	// children; e.g. {unix.RLIMIT_AS, 1 << 30} turns runaway allocation into
+	// MemoryError. They carry over to restarted interpreters.
+	Rlimits []Rlimit
+}
+
+// Rlimit is one resource limit (unix.RLIMIT_*); Max 0 means Max = Cur.
+type Rlimit struct {
+	Resource int
+	Cur, Max uint64
 }
 
 // DefaultMaxOutputBytes and DefaultGrace are the zero-value defaults.

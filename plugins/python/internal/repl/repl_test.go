@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rlmkit/rlm/core/proto"
+	"golang.org/x/sys/unix"
 )
 
 var pythonPath string
@@ -660,6 +661,15 @@ time.sleep(30)`, 300*time.Millisecond, nil)
 	if _, err := os.Stat("/proc/" + strconv.Itoa(pa)); err == nil {
 		t.Errorf("setsid child %d survived the hard kill", pa)
 	}
+}
+
+func TestRlimits(t *testing.T) {
+	p := start(t, Config{Rlimits: []Rlimit{{Resource: unix.RLIMIT_AS, Cur: 1 << 30}}})
+	res := run(t, p, "import resource\nprint(resource.getrlimit(resource.RLIMIT_AS))\nx = bytearray(2 << 30)")
+	if res.ExitCode != 1 || res.Error != "MemoryError" || string(res.Stdout) != "(1073741824, 1073741824)\n" {
+		t.Fatalf("exit %d error %q stdout %q", res.ExitCode, res.Error, res.Stdout)
+	}
+	ok(t, p, "y = 1")
 }
 
 func TestOutputCap(t *testing.T) {
