@@ -585,6 +585,17 @@ func TestIdleSIGINTIgnored(t *testing.T) {
 	}
 }
 
+func TestSegfaultCrash(t *testing.T) {
+	p := start(t, Config{Context: &proto.Context{Data: []byte("still here")}})
+	res := run(t, p, "import ctypes\nctypes.string_at(0)")
+	if res.EndedBy != proto.EndedBy_CRASHED || res.Signal != "SIGSEGV" || !res.StateLost {
+		t.Fatalf("ended %v signal %q lost %v error %q", res.EndedBy, res.Signal, res.StateLost, res.Error)
+	}
+	if res := ok(t, p, "print(context)"); string(res.Stdout) != "still here\n" {
+		t.Fatalf("%q", res.Stdout)
+	}
+}
+
 func TestForkedChildDoesNotSpeak(t *testing.T) {
 	p := start(t, Config{})
 	res := ok(t, p, "import os\npid = os.fork()\nif pid == 0:\n    print('child')\nelse:\n    os.waitpid(pid, 0)\n    print('parent')")
