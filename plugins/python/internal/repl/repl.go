@@ -38,6 +38,24 @@
 //     threads are serialised by the driver.
 //   - Output beyond Config.MaxOutputBytes per stream keeps its head and tail
 //     with "... [N bytes omitted] ..." in between; host memory stays bounded.
+//   - stdout is block-buffered as in any script writing to a pipe (even under
+//     PYTHONUNBUFFERED), flushed at the end of each cell and on interrupt; a
+//     hard kill loses at most one 8 KiB buffer of unflushed output.
+//   - Exit codes: 0 ok; 1 uncaught exception; n for sys.exit(n) (the driver
+//     survives it); 130 with signal "SIGINT" when interrupted; 128+signal
+//     when the interpreter was killed or crashed (state_lost set).
+//   - The interpreter runs in its own process group with Pdeathsig=SIGKILL
+//     (it dies with the host thread that started it; Go only ends threads
+//     of goroutines that exit while locked to them). Close and every hard
+//     kill SIGKILL the group and every process carrying the session's
+//     RLM_REPL_SESSION tag or descending from the interpreter, including
+//     children that left the group with setsid; call BecomeSubreaper once so
+//     such orphans are re-parented to this process and get reaped. Orphans
+//     that exit on their own while the session lives are reaped by whoever
+//     reaps this process's children; this package only reaps processes it
+//     killed, so it never steals another exec.Cmd's exit status.
+//   - A cell that forks (os.fork) must not talk to the host from the child:
+//     the child exits at the end of the cell and llm_query raises there.
 package repl
 
 import (
