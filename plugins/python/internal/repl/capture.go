@@ -10,36 +10,62 @@ import (
 
 // capture keeps the head and the tail of one stream's output for one cell,
 // whatever its size: memory is bounded by the limit, and every byte is
-// copied at most twice (once into head or tail), so it is linear in the
-// output and constant in space.
+// copied at most once on arrival, so it is linear in the output and
+// constant in space. While the output fits the limit it is kept in one
+// contiguous buffer that bytes returns without copying.
 type capture struct {
-	headCap int
-	tailCap int
-	head    []byte
-	tail    []byte // ring buffer once full; oldest byte at tpos
-	tpos    int
-	total   int64
+	limit    int
+	headCap  int
+	tailCap  int
+	buf      []byte // everything while !overflow; the head afterwards
+	overflow bool
+	tail     []byte // ring buffer of the last tailCap bytes; oldest at tpos
+	tpos     int
+	total    int64
 }
 
 func newCapture(limit int64) *capture {
 	h := int(limit / 2)
-	return &capture{headCap: h, tailCap: int(limit) - h}
+	return &capture{limit: int(limit), headCap: h, tailCap: int(limit) - h}
 }
 
 func (c *capture) write(p []byte) {
 	c.total += int64(len(p))
-	if len(c.head) < c.headCap {
-		n := min(c.headCap-len(c.head), len(p))
-		c.head = append(c.head, p[:n]...)
-		p = p[n:]
-	}
-	if len(p) == 0 || c.tailCap == 0 {
-		return
-	}
-	if len(p) >= c.tailCap {
-		if cap(c.tail) < c.tailCap {
-			c.tail = make([]byte, c.tailCap)
+	if !c.overflow {
+		if len(c.buf)+len(p) <= c.limit {
+			if len(c.buf)+len(p) > cap(c.buf) {
+				// grow at least 4x (few copies), never beyond the limit
+				n := min(c.limit, max(4*cap(c.buf), len(c.buf)+len(p), 4096))
+				nb := make([]byte, len(c.buf), n)
+				copy(nb, c.buf)
+				c.buf = nb
+			}
+			c.buf = append(c.buf, p...)
+			return
 		}
+		// the limit is crossed: split what we have into head and tail
+		c.overflow = true
+		var rest []byte
+		if len(c.buf) < c.headCap {
+			n := c.headCap - len(c.buf)
+			c.buf = append(c.buf, p[:n]...)
+			p = p[n:]
+		} else {
+			rest = c.buf[c.headCap:]
+			c.buf = c.buf[:c.headCap:c.headCap]
+		}
+		if c.tailCap > 0 {
+			c.tail = make([]byte, 0, c.tailCap)
+			c.writeTail(rest)
+		}
+	}
+	if c.tailCap > 0 {
+		c.writeTail(p)
+	}
+}
+
+func (c *capture) writeTail(p []byte) {
+	if len(p) >= c.tailCap {
 		c.tail = c.tail[:c.tailCap]
 		copy(c.tail, p[len(p)-c.tailCap:])
 		c.tpos = 0
@@ -66,18 +92,16 @@ func omissionNotice(n int64) string {
 // middle. The cut points are moved to UTF-8 boundaries so a multi-byte
 // character is never split (the few bytes this drops count as omitted).
 func (c *capture) bytes() ([]byte, int64) {
+	if !c.overflow {
+		return c.buf, 0
+	}
 	tail := c.tail
 	if len(tail) == c.tailCap && c.tpos != 0 {
 		tail = make([]byte, 0, len(c.tail))
 		tail = append(tail, c.tail[c.tpos:]...)
 		tail = append(tail, c.tail[:c.tpos]...)
 	}
-	kept := int64(len(c.head) + len(tail))
-	if c.total <= kept {
-		out := make([]byte, 0, kept)
-		return append(append(out, c.head...), tail...), 0
-	}
-	head := c.head
+	head := c.buf
 	// drop an incomplete character at the end of head
 	for i := 0; i < utf8.UTFMax && i < len(head); i++ {
 		b := head[len(head)-1-i]
@@ -164,7 +188,7 @@ func (s *stream) take() *capture {
 func (s *stream) loop() {
 	defer close(s.eof)
 	defer s.f.Close()
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, 256<<10)
 	for {
 		n, err := s.f.Read(buf)
 		if n > 0 {

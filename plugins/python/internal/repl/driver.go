@@ -25,8 +25,31 @@ import (
 var driverSource string
 
 // bootstrap runs the embedded driver under the file name <rlm-driver>, which
-// the driver uses to cut its own frames out of user tracebacks.
-const bootstrap = "import sys;exec(compile(sys.argv[1],'<rlm-driver>','exec'))"
+// the driver uses to cut its own frames out of user tracebacks. It keeps the
+// code object in _rlm_code so the driver can hand it back marshalled.
+const bootstrap = "import sys;_rlm_code=compile(sys.argv[1],'<rlm-driver>','exec');exec(_rlm_code)"
+
+// bootstrapCached runs the driver's marshalled code object, read from fd 6:
+// compiling the driver costs ~7 ms a start, unmarshalling ~0.1 ms.
+const bootstrapCached = "import os,marshal;f=os.fdopen(6,'rb');_rlm_code=marshal.loads(f.read());f.close();exec(_rlm_code)"
+
+// codeKey identifies an interpreter binary; marshalled code is only valid for
+// the exact interpreter that produced it.
+type codeKey struct {
+	path        string
+	size, mtime int64
+}
+
+// codeCache maps codeKey to the marshalled driver code.
+var codeCache sync.Map
+
+func interpreterKey(python string) (codeKey, bool) {
+	st, err := os.Stat(python)
+	if err != nil {
+		return codeKey{}, false
+	}
+	return codeKey{path: python, size: st.Size(), mtime: st.ModTime().UnixNano()}, true
+}
 
 // maxFrame bounds one protocol frame from the driver (a variable's JSON).
 const maxFrame = 1 << 30
@@ -49,14 +72,19 @@ type rpcError struct {
 // inst is one incarnation of the driver process. A Process replaces its inst
 // when the interpreter is restarted.
 type inst struct {
-	cmd  *exec.Cmd
-	pid  int
-	tag  string
-	toW  *os.File // host -> driver (fd 3 in the driver)
-	wmu  sync.Mutex
-	out  *stream
-	err  *stream
-	msgs chan *rpcMsg // frames from the driver; closed at EOF
+	cmd   *exec.Cmd
+	pid   int
+	tag   string
+	toW   *os.File // host -> driver (fd 3 in the driver)
+	intrW int      // interrupt notes (fd 5 in the driver), non-blocking
+	wmu   sync.Mutex
+	out   *stream
+	err   *stream
+	msgs  chan *rpcMsg // frames from the driver; closed at EOF
+
+	cached bool    // started from the marshalled code cache
+	key    codeKey // the interpreter, for the cache
+	keyOK  bool
 
 	exited   chan struct{} // closed once cmd.Wait returned
 	waitErr  error
@@ -73,9 +101,10 @@ func setPipeSize(f *os.File, size int) {
 	_, _ = unix.FcntlInt(f.Fd(), unix.F_SETPIPE_SZ, size)
 }
 
-// spawn starts a driver and sends it the open request with the context. It
-// does not wait for the driver to be ready; see open.
-func spawn(cfg *Config) (*inst, error) {
+// spawn starts a driver. It does not wait for it to be ready; see open.
+// useCache runs the marshalled driver when one is cached for the
+// interpreter.
+func spawn(cfg *Config, useCache bool) (*inst, error) {
 	var files []*os.File
 	closeAll := func() {
 		for _, f := range files {
@@ -93,10 +122,21 @@ func spawn(cfg *Config) (*inst, error) {
 	respR, respW, err2 := pipe()
 	outR, outW, err3 := pipe()
 	errR, errW, err4 := pipe()
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	// the interrupt-note pipe: raw non-blocking write end, so a note can
+	// never block the host
+	var ifds [2]int
+	err5 := unix.Pipe2(ifds[:], unix.O_CLOEXEC|unix.O_NONBLOCK)
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		closeAll()
+		if err5 == nil {
+			unix.Close(ifds[0])
+			unix.Close(ifds[1])
+		}
 		return nil, fmt.Errorf("repl: pipes: %w", err)
 	}
+	intrR := os.NewFile(uintptr(ifds[0]), "intr")
+	files = append(files, intrR)
+	intrW := ifds[1]
 	// Bigger pipes: fewer wake-ups for large contexts and outputs.
 	setPipeSize(reqW, 1<<20)
 	setPipeSize(outW, 1<<20)
@@ -109,33 +149,79 @@ func spawn(cfg *Config) (*inst, error) {
 	}
 	env = append(env[:len(env):len(env)], tagEnv+"="+tag)
 
-	cmd := exec.Command(cfg.Python, "-c", bootstrap, driverSource)
+	key, keyOK := interpreterKey(cfg.Python)
+	var code []byte
+	if v, ok := codeCache.Load(key); ok && keyOK && useCache {
+		code = v.([]byte)
+	}
+	var cmd *exec.Cmd
+	var codeR, codeW *os.File
+	if code != nil {
+		var err error
+		if codeR, codeW, err = pipe(); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("repl: pipes: %w", err)
+		}
+		setPipeSize(codeW, len(code)+4096)
+		cmd = exec.Command(cfg.Python, "-c", bootstrapCached)
+	} else {
+		cmd = exec.Command(cfg.Python, "-c", bootstrap, driverSource)
+	}
 	cmd.Env = env
 	cmd.Dir = cfg.Dir
 	cmd.Stdin = nil // /dev/null
 	cmd.Stdout = outW
 	cmd.Stderr = errW
-	cmd.ExtraFiles = []*os.File{reqR, respW}
+	cmd.ExtraFiles = []*os.File{reqR, respW, intrR}
+	if codeR != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, codeR)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		closeAll()
+		unix.Close(intrW)
 		return nil, fmt.Errorf("repl: start %s: %w", cfg.Python, err)
+	}
+	for _, rl := range cfg.Rlimits {
+		lim := unix.Rlimit{Cur: rl.Cur, Max: rl.Max}
+		if lim.Max == 0 {
+			lim.Max = lim.Cur
+		}
+		if err := unix.Prlimit(cmd.Process.Pid, rl.Resource, &lim, nil); err != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+			closeAll()
+			unix.Close(intrW)
+			return nil, fmt.Errorf("repl: setting resource limit %d: %w", rl.Resource, err)
+		}
 	}
 	// the child's ends
 	reqR.Close()
 	respW.Close()
+	intrR.Close()
 	outW.Close()
 	errW.Close()
+	if codeR != nil {
+		codeR.Close()
+		go func() { // fits the pipe: does not block in practice
+			_, _ = codeW.Write(code)
+			codeW.Close()
+		}()
+	}
 
 	d := &inst{
 		cmd:    cmd,
 		pid:    cmd.Process.Pid,
 		tag:    tag,
 		toW:    reqW,
+		intrW:  intrW,
 		out:    newStream(outR, cfg.MaxOutputBytes),
 		err:    newStream(errR, cfg.MaxOutputBytes),
 		msgs:   make(chan *rpcMsg, 16),
 		exited: make(chan struct{}),
+		cached: code != nil,
+		key:    key,
+		keyOK:  keyOK,
 	}
 	go func() {
 		d.waitErr = cmd.Wait()
@@ -215,6 +301,8 @@ func (d *inst) kill() {
 		<-d.exited
 		reapKilled(killed, 2*time.Second)
 		d.toW.Close()
+		unix.Close(d.intrW)
+		d.intrW = -1
 	})
 }
 
@@ -249,20 +337,26 @@ func (d *inst) exitDescription() (desc, signal string, code int32) {
 	return fmt.Sprintf("exit status %d", st.ExitCode()), "", int32(st.ExitCode())
 }
 
+// errOpenRejected: the driver ran and refused the open request (a bad
+// context), as opposed to failing to start.
+var errOpenRejected = errors.New("repl: opening the session")
+
 type openParams struct {
 	ContextBytes *int   `json:"context_bytes,omitempty"`
 	Kind         string `json:"kind,omitempty"`
+	WantCode     bool   `json:"want_code,omitempty"`
 }
 
 type openResult struct {
 	Python string `json:"python"`
 	Pid    int    `json:"pid"`
+	Code   []byte `json:"code"` // marshalled driver, when asked for
 }
 
 // open sends the context and waits for the driver to answer. On failure the
 // driver is killed and the error carries what it wrote to stderr.
 func (d *inst) open(ctx context.Context, c *contextData) (*openResult, error) {
-	var p openParams
+	p := openParams{WantCode: !d.cached && d.keyOK}
 	var raw []byte
 	if c != nil {
 		n := len(c.data)
@@ -295,11 +389,14 @@ func (d *inst) open(ctx context.Context, c *contextData) (*openResult, error) {
 				continue
 			}
 			if m.Error != nil {
-				return fail(fmt.Errorf("repl: opening the session: %s", m.Error.Message))
+				return fail(fmt.Errorf("%w: %s", errOpenRejected, m.Error.Message))
 			}
 			var r openResult
 			if err := json.Unmarshal(m.Result, &r); err != nil {
 				return fail(fmt.Errorf("repl: bad open reply: %w", err))
+			}
+			if len(r.Code) > 0 && p.WantCode {
+				codeCache.Store(d.key, r.Code)
 			}
 			// whatever the interpreter printed while starting (site hooks)
 			// is not a cell's output
@@ -315,6 +412,18 @@ func (d *inst) open(ctx context.Context, c *contextData) (*openResult, error) {
 			return fail(ctx.Err())
 		}
 	}
+}
+
+// interrupt raises KeyboardInterrupt in the given cell: a note naming the
+// cell, then SIGINT.
+func (d *inst) interrupt(cell int) {
+	if d.intrW < 0 {
+		return
+	}
+	var note [4]byte
+	binary.BigEndian.PutUint32(note[:], uint32(cell))
+	_, _ = unix.Write(d.intrW, note[:]) // a full pipe (impossible in practice) only loses the note
+	_ = syscall.Kill(d.pid, syscall.SIGINT)
 }
 
 // closeStreams closes the output pipes' read ends, ending their readers even

@@ -1,29 +1,33 @@
 # rlm Python REPL driver.
 #
-# Embedded in the Go host (repl.go) and started as
+# Embedded in the Go host (driver.go) and started as
 #   python -c "<bootstrap>" <this source>
-# so its frames carry the file name <rlm-driver> and can be cut out of user
-# tracebacks.  Python 3.8+.
+# (or from its marshalled code object, see driver.go), so its frames carry
+# the file name <rlm-driver> and can be cut out of user tracebacks.
+# Python 3.8+.
 #
 # Channels:
 #   fd 3  host -> driver   JSON-RPC 2.0 frames (4-byte big-endian length + UTF-8 JSON)
 #   fd 4  driver -> host   the same framing
+#   fd 5  host -> driver   interrupt notes (4-byte cell numbers), see _interrupt_requested
 #   fd 0  /dev/null; fd 1 and 2 are the user's stdout and stderr (pipes the
-#         host reads).  The protocol fds are moved to high, close-on-exec
+#         host reads).  The private fds are moved to high, close-on-exec
 #         numbers at once, so user code and its children never see them on
 #         0/1/2 and children do not inherit them.
 #
 # Cell end: flush sys.stdout/sys.stderr, write the host's per-cell marker to
 # private duplicates of fd 1 and fd 2, then send the result frame.
 #
-# Only cheap modules are imported at start (os, sys, _thread, fcntl, signal,
-# json); traceback, linecache and re are imported when first needed.
+# Only cheap modules are imported at start (os, sys, _thread, fcntl, io,
+# _signal, json); traceback, linecache, codecs and re are imported when first
+# needed.
 
 import os
 import sys
 import _thread
 
 _DRIVER_FILE = "<rlm-driver>"
+_CODE = globals().pop("_rlm_code", None)  # this module's code, set by the bootstrap
 _PID = os.getpid()
 _MAIN_IDENT = _thread.get_ident()
 
@@ -31,20 +35,49 @@ _MAIN_IDENT = _thread.get_ident()
 def _move_high(fd):
     import fcntl
 
-    n = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100)
-    return n
+    return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100)
 
 
 _RFD = _move_high(3)
 _WFD = _move_high(4)
+# fd 5: interrupt notes. Before each SIGINT the host writes the number of
+# the cell it means (4 bytes), so a signal that arrives after the request
+# was sent but before the cell started still interrupts it, while a late
+# one meant for an earlier cell is ignored.
+_IFD = _move_high(5)
 os.close(3)
 os.close(4)
+os.close(5)
+os.set_blocking(_IFD, False)
 # Private duplicates of the output pipes for the end-of-cell markers: user
 # code may close or redirect fd 1/2, the marker must still reach the host.
 _OUT = _move_high(1)
 _ERR = _move_high(2)
 
 _rf = open(_RFD, "rb", buffering=1 << 16, closefd=False)
+
+
+def _buffered_stdout():
+    # Keep stdout block-buffered, as for any script writing to a pipe, even
+    # under PYTHONUNBUFFERED / -u: output is collected per cell and flushed
+    # at its end, and a syscall per print makes print-heavy cells ~10x
+    # slower. (On a hard kill, at most 8 KiB of unflushed output is lost.)
+    import io
+
+    s = sys.stdout
+    try:
+        if s is None or s.fileno() != 1:
+            return
+    except (AttributeError, ValueError, OSError):
+        return
+    if isinstance(getattr(s, "buffer", None), io.BufferedWriter) and not s.write_through and not s.line_buffering:
+        return
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(1, "w", closefd=False), 1 << 13), encoding=s.encoding, errors=s.errors
+    )
+
+
+_buffered_stdout()
 
 import json as _json  # noqa: E402  (needed for every message)
 
@@ -55,15 +88,13 @@ _io_lock = _thread.allocate_lock()  # held across one request/response pair
 _running = False  # a cell is executing: SIGINT raises KeyboardInterrupt
 _in_proto = False  # main thread is inside a callback round trip
 _pending = False  # SIGINT arrived during a callback: raise after it
+_sigint_seen = False  # a SIGINT arrived since the last reply was sent
 _cb_seq = 0
 _cells = {}  # "<cell N>" -> source, for tracebacks / linecache
 
 
 def _die(code):
-    try:
-        os._exit(code)
-    finally:
-        os._exit(code)
+    os._exit(code)
 
 
 def _write_all(fd, data):
@@ -74,7 +105,11 @@ def _write_all(fd, data):
 
 
 def _send(obj):
-    data = _dumps(obj).encode("utf-8")
+    _send_text(_dumps(obj))
+
+
+def _send_text(text):
+    data = text.encode("utf-8")
     try:
         _write_all(_WFD, len(data).to_bytes(4, "big") + data)
     except OSError:
@@ -93,10 +128,28 @@ def _recv():
     return _loads(_read_exact(n))
 
 
+def _interrupt_requested(cell):
+    """Drain the interrupt notes; True if one is for this cell."""
+    hit = False
+    while True:
+        try:
+            b = os.read(_IFD, 4096)
+        except OSError:  # EAGAIN: nothing (more) to read
+            return hit
+        if not b:
+            return hit
+        for i in range(0, len(b) - 3, 4):
+            if int.from_bytes(b[i : i + 4], "big") == cell:
+                hit = True
+
+
 def _on_sigint(signum, frame):
-    global _pending
+    global _pending, _sigint_seen
+    _sigint_seen = True
     if not _running:
-        return  # idle: ignore (the host's interrupt raced the cell's end)
+        # idle: ignore. (A host interrupt that lands just before its cell
+        # starts is caught by _interrupt_requested.)
+        return
     if _in_proto:
         _pending = True  # never break a frame in half; raise after the reply
         return
@@ -113,6 +166,8 @@ class LLMQueryError(RuntimeError):
 
 def _callback(kind, prompts, contexts, has_context, model):
     global _in_proto, _pending, _cb_seq
+    if os.getpid() != _PID:
+        raise LLMQueryError("%s is not available in a forked child process" % kind)
     main = _thread.get_ident() == _MAIN_IDENT
     if main:
         _in_proto = True
@@ -333,12 +388,18 @@ def _flush_all():
         except BaseException:
             pass
     if "ctypes" in sys.modules:  # C stdio buffers of extensions
+        global _libc
         try:
-            import ctypes
+            if _libc is None:
+                import ctypes
 
-            ctypes.CDLL(None).fflush(None)
+                _libc = ctypes.CDLL(None)
+            _libc.fflush(None)
         except BaseException:
             pass
+
+
+_libc = None
 
 
 def _strip_driver_frames(tb):
@@ -401,6 +462,7 @@ def _write_stream(text):
 def _run_cell(p):
     global _running, _pending
     code = p["code"]
+    cell = p.get("cell", 0)
     name = "<cell %d>" % p.get("cell", 0)
     _cells[name] = code
     res = {"exit_code": 0, "error": "", "interrupted": False}
@@ -408,6 +470,8 @@ def _run_cell(p):
         try:
             _pending = False
             _running = True
+            if _sigint_seen and _interrupt_requested(cell):  # interrupted before it started
+                raise KeyboardInterrupt
             exec(compile(code, name, "exec", dont_inherit=True), _ns)
         finally:
             _running = False
@@ -415,7 +479,7 @@ def _run_cell(p):
         c = e.code
         if c is None:
             res["exit_code"] = 0
-        elif isinstance(c, int) and not isinstance(c, bool):
+        elif isinstance(c, int):  # bool too: sys.exit(True) exits 1
             res["exit_code"] = c & 0xFF  # as a script's exit status would be
             if c != 0:
                 res["error"] = "SystemExit: %d" % c
@@ -435,8 +499,10 @@ def _run_cell(p):
         # the cell: it must not speak the protocol
         _flush_all()
         os._exit(res["exit_code"] & 0xFF)
-    # re-arm our SIGINT handler: the driver owns SIGINT between cells
-    _signal.signal(_signal.SIGINT, _on_sigint)
+    # re-arm our SIGINT handler if the cell replaced it: the driver owns
+    # SIGINT between cells
+    if _signal.getsignal(_signal.SIGINT) is not _on_sigint:
+        _signal.signal(_signal.SIGINT, _on_sigint)
     _flush_all()
     marker = p["marker"].encode("ascii")
     for key, fd in (("marker_out", _OUT), ("marker_err", _ERR)):
@@ -469,31 +535,116 @@ def _get_variable(p):
     return {"found": True, "json": s}
 
 
+def _readinto_full(mv):
+    pos = 0
+    while pos < len(mv):
+        k = _rf.readinto(mv[pos:])
+        if not k:
+            _die(0)
+        pos += k
+
+
+def _concat(first, pieces):
+    # `s += piece` on a str only this frame references grows it in place
+    # (realloc; for a large str that has its own mapping, an mremap, not a
+    # copy). On 3.11+ that happens in the specialised BINARY_OP, so callers
+    # warm this function up before relying on it.
+    s = first()
+    for piece in pieces:
+        s += piece
+    return s
+
+
+def _read_context(n):
+    """Read n raw UTF-8 bytes and decode them into one str, with peak
+    memory about 1.5x the text rather than bytes + text.
+
+    The first 33 MiB are decoded at once: a str that big is above glibc's
+    largest dynamic mmap threshold (32 MiB), so it gets its own mapping. The
+    rest arrives in 1 MiB pieces, read into one reused buffer and appended
+    in place (see _concat). codecs.utf_8_decode reads the buffers without
+    copying them; an incomplete character at the end of a piece is carried
+    into the next."""
+    from codecs import utf_8_decode
+
+    first = min(n, 33 << 20)
+    state = {"carry": b""}
+
+    def head():
+        buf = bytearray(first)
+        mv = memoryview(buf)
+        _readinto_full(mv)
+        s, used = utf_8_decode(mv, "replace", first >= n)
+        state["carry"] = bytes(mv[used:])
+        mv.release()
+        return s
+
+    def pieces():
+        pos = first
+        chunk = bytearray(1 << 20)
+        cmv = memoryview(chunk)
+        while pos < n:
+            carry = state["carry"]
+            c = len(carry)
+            cmv[:c] = carry
+            k = min(len(chunk) - c, n - pos)
+            _readinto_full(cmv[c : c + k])
+            pos += k
+            piece, used = utf_8_decode(cmv[: c + k], "replace", pos >= n)
+            state["carry"] = bytes(cmv[used : c + k])
+            yield piece
+        cmv.release()
+
+    if n > first:
+        for _ in range(4):
+            _concat(str, ["."] * 64)
+    return _concat(head, pieces())
+
+
 def _open(p):
     n = p.get("context_bytes")
     if n is not None:
-        buf = bytearray(n)
-        mv = memoryview(buf)
-        pos = 0
-        while pos < n:
-            k = _rf.readinto(mv[pos:])
-            if not k:
-                _die(0)
-            pos += k
-        mv.release()
-        kind = p.get("kind") or "text"
-        if kind == "json":
-            ctx = _loads(buf)
-        else:
-            ctx = str(buf, "utf-8", "replace")
-        del buf
-        _ns["context"] = ctx
-        _opened["context"] = ctx
+        text = _read_context(n)
+        if (p.get("kind") or "text") == "json":
+            text = _loads(text)
+        _ns["context"] = text
+        _opened["context"] = text
+        del text
     v = sys.version_info
-    return {"python": "%d.%d.%d" % (v[0], v[1], v[2]), "pid": _PID}
+    res = {"python": "%d.%d.%d" % (v[0], v[1], v[2]), "pid": _PID}
+    if p.get("want_code") and _CODE is not None:
+        # the host caches this and starts later drivers without compiling
+        import binascii
+        import marshal
+
+        res["code"] = binascii.b2a_base64(marshal.dumps(_CODE), newline=False).decode("ascii")
+    return res
+
+
+try:
+    from _json import encode_basestring_ascii as _quote
+except ImportError:  # pragma: no cover - CPython always has _json
+    from json.encoder import encode_basestring_ascii as _quote
+
+_CELL_REPLY = '{"jsonrpc":"2.0","id":%d,"result":{"exit_code":%d,"error":%s,"interrupted":%s,"marker_out":%s,"marker_err":%s}}'
+_TF = ("false", "true")
+
+
+def _cell_reply(mid, r):
+    # the per-cell reply, formatted directly: several times cheaper than
+    # json.dumps of the nested dicts
+    return _CELL_REPLY % (
+        mid,
+        r["exit_code"],
+        _quote(r["error"]),
+        _TF[r["interrupted"]],
+        _TF[r.get("marker_out", False)],
+        _TF[r.get("marker_err", False)],
+    )
 
 
 def _serve():
+    global _sigint_seen
     handlers = {"execute": _run_cell, "get_variable": _get_variable, "open": _open}
     _io_lock.acquire()
     while True:
@@ -505,14 +656,22 @@ def _serve():
         try:
             if h is None:
                 raise ValueError("unknown method %r" % (method,))
-            reply = {"jsonrpc": "2.0", "id": mid, "result": h(msg.get("params") or {})}
+            result = h(msg.get("params") or {})
+            if h is _run_cell and type(mid) is int:
+                reply = _cell_reply(mid, result)
+            else:
+                reply = _dumps({"jsonrpc": "2.0", "id": mid, "result": result})
         except BaseException as e:  # noqa: B902 - never let the loop die
-            reply = {"jsonrpc": "2.0", "id": mid, "error": {"code": -32000, "message": "%s: %s" % (_exc_name(e), e)}}
+            reply = _dumps({"jsonrpc": "2.0", "id": mid, "error": {"code": -32000, "message": "%s: %s" % (_exc_name(e), e)}})
         _io_lock.acquire()
-        _send(reply)
+        # A SIGINT meant for the next cell can only be sent after the host
+        # has read this reply, so it arrives after this point (earlier ones
+        # are filtered by their note, see _interrupt_requested).
+        _sigint_seen = False
+        _send_text(reply)
 
 
-import signal as _signal  # noqa: E402
+import _signal  # noqa: E402  (signal.getsignal wraps results in enums: slow)
 
 _signal.signal(_signal.SIGINT, _on_sigint)
 sys.argv = [""]

@@ -38,6 +38,24 @@
 //     threads are serialised by the driver.
 //   - Output beyond Config.MaxOutputBytes per stream keeps its head and tail
 //     with "... [N bytes omitted] ..." in between; host memory stays bounded.
+//   - stdout is block-buffered as in any script writing to a pipe (even under
+//     PYTHONUNBUFFERED), flushed at the end of each cell and on interrupt; a
+//     hard kill loses at most one 8 KiB buffer of unflushed output.
+//   - Exit codes: 0 ok; 1 uncaught exception; n for sys.exit(n) (the driver
+//     survives it); 130 with signal "SIGINT" when interrupted; 128+signal
+//     when the interpreter was killed or crashed (state_lost set).
+//   - The interpreter runs in its own process group with Pdeathsig=SIGKILL
+//     (it dies with the host thread that started it; Go only ends threads
+//     of goroutines that exit while locked to them). Close and every hard
+//     kill SIGKILL the group and every process carrying the session's
+//     RLM_REPL_SESSION tag or descending from the interpreter, including
+//     children that left the group with setsid; call BecomeSubreaper once so
+//     such orphans are re-parented to this process and get reaped. Orphans
+//     that exit on their own while the session lives are reaped by whoever
+//     reaps this process's children; this package only reaps processes it
+//     killed, so it never steals another exec.Cmd's exit status.
+//   - A cell that forks (os.fork) must not talk to the host from the child:
+//     the child exits at the end of the cell and llm_query raises there.
 package repl
 
 import (
@@ -74,6 +92,17 @@ type Config struct {
 	// Context becomes the `context` variable: nil gives None, kind "text"
 	// (or "") a str, kind "json" the decoded JSON value.
 	Context *proto.Context
+	// Rlimits are applied to the interpreter (prlimit) right after it is
+	// spawned, before any user code can run, and are inherited by its
+	// children; e.g. {unix.RLIMIT_AS, 1 << 30} turns runaway allocation into
+	// MemoryError. They carry over to restarted interpreters.
+	Rlimits []Rlimit
+}
+
+// Rlimit is one resource limit (unix.RLIMIT_*); Max 0 means Max = Cur.
+type Rlimit struct {
+	Resource int
+	Cur, Max uint64
 }
 
 // DefaultMaxOutputBytes and DefaultGrace are the zero-value defaults.
@@ -102,17 +131,18 @@ type contextData struct {
 type Process struct {
 	cfg     Config
 	ctxData *contextData
+	secret  string // random, part of every cell's end marker
 
-	mu      sync.Mutex // serialises Execute, Variable and restarts
-	d       *inst      // nil after a failed restart or Close
-	cell    int
-	nextID  uint64
-	version string
+	mu     sync.Mutex // serialises Execute, Variable and restarts
+	d      *inst      // nil after a failed restart or Close
+	cell   int
+	nextID uint64
 
 	pid    atomic.Int64
 	callID atomic.Uint64
 
 	stateMu   sync.Mutex
+	version   string
 	running   bool
 	closed    bool
 	intr      chan struct{}
@@ -134,6 +164,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	}
 	p := &Process{
 		cfg:     cfg,
+		secret:  randomHex(16),
 		intr:    make(chan struct{}, 1),
 		closing: make(chan struct{}),
 	}
@@ -156,7 +187,18 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 // startInst starts a driver and makes it current. Callers hold p.mu (or own
 // p exclusively).
 func (p *Process) startInst(ctx context.Context) error {
-	d, err := spawn(&p.cfg)
+	err := p.startInstWith(ctx, true)
+	if errors.Is(err, errCachedStart) && ctx.Err() == nil {
+		// a stale marshalled driver (the interpreter changed): compile it
+		err = p.startInstWith(ctx, false)
+	}
+	return err
+}
+
+var errCachedStart = errors.New("repl: the cached driver failed to start")
+
+func (p *Process) startInstWith(ctx context.Context, useCache bool) error {
+	d, err := spawn(&p.cfg, useCache)
 	if err != nil {
 		return err
 	}
@@ -171,10 +213,16 @@ func (p *Process) startInst(ctx context.Context) error {
 	}()
 	r, err := d.open(ctx, p.ctxData)
 	if err != nil {
+		if d.cached && !errors.Is(err, errOpenRejected) && ctx.Err() == nil {
+			codeCache.Delete(d.key)
+			return fmt.Errorf("%w: %w", errCachedStart, err)
+		}
 		return err
 	}
 	p.d = d
+	p.stateMu.Lock()
 	p.version = r.Python
+	p.stateMu.Unlock()
 	p.pid.Store(int64(d.pid))
 	return nil
 }
@@ -184,8 +232,8 @@ func (p *Process) Pid() int { return int(p.pid.Load()) }
 
 // PythonVersion is the interpreter's version, e.g. "3.11.7".
 func (p *Process) PythonVersion() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
 	return p.version
 }
 
@@ -287,11 +335,16 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 	if err != nil {
 		return nil, err
 	}
+	if ctx.Err() != nil { // do not start a cell that is already cancelled
+		return &proto.Result{EndedBy: proto.EndedBy_CANCELLED, ExitCode: 130, Error: "cancelled before the cell started: " + ctx.Err().Error()}, nil
+	}
 	p.cell++
+	cell := p.cell
 	p.nextID++
 	id := p.nextID
 	idStr := strconv.FormatUint(id, 10)
-	marker := "\x1e<rlm-cell-end:" + randomHex(16) + ">\x1e"
+	// unguessable (a random per-process secret) and unique (the cell number)
+	marker := "\x1e<rlm-cell-end:" + p.secret + ":" + strconv.Itoa(cell) + ">\x1e"
 	d.out.arm([]byte(marker))
 	d.err.arm([]byte(marker))
 	p.setRunning(true)
@@ -301,7 +354,7 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 	defer cbCancel()
 
 	start := time.Now()
-	if err := d.send(request{JSONRPC: "2.0", ID: id, Method: "execute", Params: execParams{Code: code, Cell: p.cell, Marker: marker}}, nil); err != nil {
+	if err := d.send(request{JSONRPC: "2.0", ID: id, Method: "execute", Params: execParams{Code: code, Cell: cell, Marker: marker}}, nil); err != nil {
 		return p.crashed(d, start, "sending the cell failed: "+err.Error())
 	}
 
@@ -329,7 +382,7 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 			return
 		}
 		why = reason
-		_ = syscall.Kill(d.pid, syscall.SIGINT)
+		d.interrupt(cell)
 		cbCancel()
 		graceTimer = time.NewTimer(p.cfg.Grace)
 		grace = graceTimer.C
