@@ -388,9 +388,11 @@ except LLMQueryError as ex:
 	}
 	check(0, "llm_query", []string{"hello"}, nil, nil, "small")
 	check(1, "llm_query", []string{"p1", "p2", "p3"}, nil, nil, "")
-	check(2, "rlm_query", []string{"task one"}, []string{"the big context"}, []bool{true}, "")
+	// The unchanged session context is not sent back: has_context=false
+	// tells the host to use its own copy.
+	check(2, "rlm_query", []string{"task one"}, []string{""}, []bool{false}, "")
 	check(3, "rlm_query", []string{"task two"}, []string{`{"k": [1]}`}, []bool{true}, "")
-	check(4, "rlm_query", []string{"t1", "t2"}, []string{"c1", "the big context"}, []bool{true, true}, "")
+	check(4, "rlm_query", []string{"t1", "t2"}, []string{"c1", ""}, []bool{true, false}, "")
 }
 
 func TestNoCallbackConfigured(t *testing.T) {
