@@ -12,8 +12,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/proctree"
+	pb "github.com/rlmkit/rlm/core/proto"
 )
 
 // Plugin is a running plugin process and its runtime client.

@@ -35,9 +35,9 @@ import (
 
 // Defaults applied when a request's limit is zero.
 const (
-	DefaultWall      = 30 * time.Second
-	DefaultMaxFiles  = 100
-	DefaultMaxFile   = 10 << 20
+	DefaultWall     = 30 * time.Second
+	DefaultMaxFiles = 100
+	DefaultMaxFile  = 10 << 20
 	// floodFactor × the kept budget (at least floodMin) of output ends a run.
 	floodFactor = 64
 	floodMin    = 64 << 20
@@ -302,4 +302,3 @@ func fillExit(res *pb.Result, ps *os.ProcessState, waitErr error) {
 		res.Error = waitErr.Error()
 	}
 }
-
