@@ -1,0 +1,205 @@
+// Package golang is the Go runtime: a program is main.go, compiled with the
+// go toolchain into a cached binary which then runs with the request's
+// stdin, args and environment.
+//
+// # Notes
+//
+//   - The code is compiled as it is: it must say `package main` and have a
+//     func main; nothing is added. Only main.go is compiled; other files in
+//     the request are data. The standard library is all there is (GOPROXY
+//     is off, so no module downloads, and cgo is disabled).
+//   - `go build`, not `go run`: go run turns every non-zero exit into 1 and
+//     prints "exit status N", hiding the program's own status and signal.
+//   - Builds share one GOCACHE ($XDG_CACHE_HOME/rlm/go/build), so only the
+//     first program ever compiles the standard library; binaries are kept
+//     under rlm/go/bin by a hash of the toolchain version and the code, so
+//     running the same program again skips the compiler entirely.
+//   - The build has its own time limit: Limits.install_timeout_ms when set,
+//     else DefaultBuildTimeout; the program's wall limit starts afterwards.
+//   - A compile error ends the run before it starts: the compiler's messages
+//     on stderr, its exit status (1), and error "compilation failed".
+package golang
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rlmkit/rlm/core/native"
+	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/proctree"
+	"github.com/rlmkit/rlm/core/program"
+	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core/toolpath"
+)
+
+// DefaultBuildTimeout bounds a compilation when the request sets no
+// install_timeout_ms. A cold GOCACHE (the standard library compiled for the
+// first time) takes 10-20 s on a small machine.
+const DefaultBuildTimeout = 2 * time.Minute
+
+// Probe reports the toolchain as `go version` prints it
+// ("go version go1.26.8 linux/amd64").
+func Probe(path string) (toolpath.Tool, error) {
+	v, err := toolpath.FirstLine(path, "version")
+	if err != nil {
+		return toolpath.Tool{}, err
+	}
+	return toolpath.Tool{Exe: path, Version: v}, nil
+}
+
+// cacheDir is rlm's directory for Go builds.
+func cacheDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "rlm", "go")
+}
+
+// BinaryPath is where the compiled program for code lives.
+func BinaryPath(t toolpath.Tool, code string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "rlm-go-v1\x00%s\x00%s\x00%s/%s\x00", t.Exe, t.Version, runtime.GOOS, runtime.GOARCH)
+	h.Write([]byte(code))
+	return filepath.Join(cacheDir(), "bin", hex.EncodeToString(h.Sum(nil))[:32])
+}
+
+// buildEnv is the compiler's environment: scrubbed like a program's, with
+// the shared caches, no network and no toolchain switching.
+func buildEnv() []string {
+	c := cacheDir()
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	return []string{
+		"PATH=" + path,
+		"HOME=" + filepath.Join(c, "home"),
+		"LANG=C.UTF-8",
+		"GOCACHE=" + filepath.Join(c, "build"),
+		"GOPATH=" + filepath.Join(c, "path"),
+		"GOENV=off",
+		"GOFLAGS=",
+		"GOTOOLCHAIN=local",
+		"GOPROXY=off",
+		"GO111MODULE=",
+		"CGO_ENABLED=0",
+		"GOTELEMETRY=off",
+	}
+}
+
+// build compiles the workspace's main.go unless its binary is cached. A
+// non-nil result is a failed build, returned instead of running.
+func build(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest, _ []string) (*pb.Result, error) {
+	bin := BinaryPath(t, req.GetCode())
+	if st, err := os.Stat(bin); err == nil && st.Mode().IsRegular() {
+		return nil, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		return nil, status.Errorf(codes.Internal, "creating the Go binary cache: %v", err)
+	}
+	for _, d := range []string{"home", "build", "path"} {
+		_ = os.MkdirAll(filepath.Join(cacheDir(), d), 0o755)
+	}
+	// Concurrent builds of one program each write their own file and
+	// rename it into place; the last rename wins with identical content.
+	tmp := fmt.Sprintf("%s.tmp-%d-%d", bin, os.Getpid(), time.Now().UnixNano())
+	defer os.Remove(tmp)
+	wall := time.Duration(req.GetLimits().GetInstallTimeoutMs()) * time.Millisecond
+	if wall <= 0 {
+		wall = DefaultBuildTimeout
+	}
+	res, err := program.Exec(ctx, program.Command{
+		Argv:   []string{t.Exe, "build", "-trimpath", "-o", tmp, filepath.Base(ws.CodePath)},
+		Dir:    ws.Dir,
+		Env:    buildEnv(),
+		Limits: req.GetLimits(),
+		Wall:   wall,
+	})
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "running the Go compiler: %v", err)
+	}
+	if res.GetEndedBy() == pb.EndedBy_EXIT && res.GetExitCode() == 0 {
+		if err := os.Rename(tmp, bin); err != nil {
+			return nil, status.Errorf(codes.Internal, "caching the Go binary: %v", err)
+		}
+		return nil, nil
+	}
+	switch res.GetEndedBy() {
+	case pb.EndedBy_TIMEOUT:
+		res.Error = fmt.Sprintf("compilation timed out after %s; raise install_timeout_ms (rlm exec --install-timeout)", wall)
+	case pb.EndedBy_EXIT:
+		res.Error = "compilation failed"
+		if strings.Contains(string(res.GetStderr()), "is not a main package") ||
+			strings.Contains(string(res.GetStderr()), "expected 'package'") {
+			res.Error = "compilation failed: the code must start with `package main` and define func main"
+		}
+	}
+	return res, nil
+}
+
+// Runtime describes Go for core/native.
+var Runtime = &native.Runtime{
+	Name:     "golang",
+	Language: "go",
+	Ext:      ".go",
+	CodeFile: "main.go",
+	Tool:     "go",
+	Probe:    Probe,
+	Prepare:  build,
+	Argv: func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string {
+		return append([]string{BinaryPath(t, req.GetCode())}, req.GetArgs()...)
+	},
+	Capabilities: []string{"program", "check", "files"},
+}
+
+// Server is the golang plugin's runtime service.
+type Server struct {
+	native.Server
+}
+
+// New returns the golang runtime service.
+func New() *Server { return &Server{Server: native.Server{RT: Runtime}} }
+
+// Check parses the code with gofmt -e (syntax only; types are not checked).
+func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
+	t, err := s.Tool()
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "golang runtime unavailable: %v", err)
+	}
+	gofmt := filepath.Join(filepath.Dir(t.Exe), "gofmt")
+	if _, err := os.Stat(gofmt); err != nil {
+		if gofmt, err = exec.LookPath("gofmt"); err != nil {
+			return nil, status.Errorf(codes.FailedPrecondition, "gofmt not found beside %s or in PATH; it ships with the Go toolchain", t.Exe)
+		}
+	}
+	cmd := exec.CommandContext(ctx, gofmt, "-e")
+	cmd.Stdin = strings.NewReader(req.GetCode())
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		if _, ok := err.(*exec.ExitError); ok {
+			msg := strings.ReplaceAll(strings.TrimSpace(stderr.String()), "<standard input>", "main.go")
+			return &pb.CheckResponse{Ok: false, Message: msg}, nil
+		}
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &pb.CheckResponse{Ok: true}, nil
+}
+
+// Main is the plugin binary's entry point.
+func Main() {
+	_ = proctree.BecomeSubreaper()
+	plugin.Serve(New())
+}
