@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,6 +69,11 @@ func params(dir string) testscript.Params {
 			env.Setenv("XDG_CACHE_HOME", sharedCache)
 			env.Setenv("RLM_CONFIG", "")
 			env.Setenv("RLM_PLUGIN_PATH", "")
+			// Go builds (the golang runtime's, and scripts that build a
+			// plugin) share the host's caches instead of starting cold.
+			for k, v := range goEnv() {
+				env.Setenv(k, v)
+			}
 			// RLM_TEST_BIN is where rlm and the built-in plugins are, for
 			// scripts that need rlm without its plugins beside it.
 			if rlm, err := exec.LookPath("rlm"); err == nil {
@@ -85,6 +91,29 @@ func params(dir string) testscript.Params {
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 	}
+}
+
+var (
+	goEnvOnce sync.Once
+	goEnvVars map[string]string
+)
+
+// goEnv is the host's Go cache and proxy settings, asked of `go env` once.
+func goEnv() map[string]string {
+	goEnvOnce.Do(func() {
+		goEnvVars = map[string]string{}
+		keys := []string{"GOCACHE", "GOMODCACHE", "GOPROXY", "GOFLAGS", "GONOSUMDB", "GOPRIVATE"}
+		out, err := exec.Command("go", append([]string{"env"}, keys...)...).Output()
+		if err != nil {
+			return
+		}
+		for i, v := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+			if i < len(keys) && v != "" {
+				goEnvVars[keys[i]] = v
+			}
+		}
+	})
+	return goEnvVars
 }
 
 // exits N CMD ARGS... runs CMD like exec and checks its exit status is N,

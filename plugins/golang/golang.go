@@ -10,8 +10,9 @@
 //     is off, so no module downloads, and cgo is disabled).
 //   - `go build`, not `go run`: go run turns every non-zero exit into 1 and
 //     prints "exit status N", hiding the program's own status and signal.
-//   - Builds share one GOCACHE ($XDG_CACHE_HOME/rlm/go/build), so only the
-//     first program ever compiles the standard library; binaries are kept
+//   - Builds share one GOCACHE ($XDG_CACHE_HOME/rlm/go/build, or $GOCACHE
+//     when the plugin's own environment sets it), so only the first program
+//     ever compiles the standard library; binaries are kept
 //     under rlm/go/bin by a hash of the toolchain version and the code, so
 //     running the same program again skips the compiler entirely.
 //   - The build has its own time limit: Limits.install_timeout_ms when set,
@@ -25,6 +26,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,8 +48,8 @@ import (
 
 // DefaultBuildTimeout bounds a compilation when the request sets no
 // install_timeout_ms. A cold GOCACHE (the standard library compiled for the
-// first time) takes 10-20 s on a small machine.
-const DefaultBuildTimeout = 2 * time.Minute
+// first time) takes 10-20 s on an idle two-core machine, minutes on a busy one.
+const DefaultBuildTimeout = 5 * time.Minute
 
 // Probe reports the toolchain as `go version` prints it
 // ("go version go1.26.8 linux/amd64").
@@ -79,6 +82,10 @@ func BinaryPath(t toolpath.Tool, code string) string {
 // the shared caches, no network and no toolchain switching.
 func buildEnv() []string {
 	c := cacheDir()
+	gocache := os.Getenv("GOCACHE")
+	if gocache == "" || !filepath.IsAbs(gocache) {
+		gocache = filepath.Join(c, "build")
+	}
 	path := os.Getenv("PATH")
 	if path == "" {
 		path = "/usr/local/bin:/usr/bin:/bin"
@@ -87,7 +94,7 @@ func buildEnv() []string {
 		"PATH=" + path,
 		"HOME=" + filepath.Join(c, "home"),
 		"LANG=C.UTF-8",
-		"GOCACHE=" + filepath.Join(c, "build"),
+		"GOCACHE=" + gocache,
 		"GOPATH=" + filepath.Join(c, "path"),
 		"GOENV=off",
 		"GOFLAGS=",
@@ -105,6 +112,9 @@ func build(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.
 	bin := BinaryPath(t, req.GetCode())
 	if st, err := os.Stat(bin); err == nil && st.Mode().IsRegular() {
 		return nil, nil
+	}
+	if res := checkPackage(req.GetCode()); res != nil {
+		return res, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		return nil, status.Errorf(codes.Internal, "creating the Go binary cache: %v", err)
@@ -141,12 +151,29 @@ func build(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.
 		res.Error = fmt.Sprintf("compilation timed out after %s; raise install_timeout_ms (rlm exec --install-timeout)", wall)
 	case pb.EndedBy_EXIT:
 		res.Error = "compilation failed"
-		if strings.Contains(string(res.GetStderr()), "is not a main package") ||
-			strings.Contains(string(res.GetStderr()), "expected 'package'") {
+		if strings.Contains(string(res.GetStderr()), "expected 'package'") {
 			res.Error = "compilation failed: the code must start with `package main` and define func main"
 		}
 	}
 	return res, nil
+}
+
+// checkPackage refuses code that parses but is not package main: go build
+// would quietly compile such a package into an archive that cannot run.
+// Code that does not parse is left to the compiler, whose message is better.
+func checkPackage(code string) *pb.Result {
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", code, parser.PackageClauseOnly)
+	if err != nil || f.Name.Name == "main" {
+		return nil
+	}
+	msg := fmt.Sprintf("main.go: package %s is not a main package: the code must say `package main` and define func main (rlm adds no boilerplate)\n", f.Name.Name)
+	return &pb.Result{
+		Stderr:   []byte(msg),
+		ExitCode: 1,
+		EndedBy:  pb.EndedBy_EXIT,
+		Error:    "compilation failed: not package main",
+		Backend:  "native",
+	}
 }
 
 // Runtime describes Go for core/native.
