@@ -74,6 +74,10 @@ func params(dir string) testscript.Params {
 			for k, v := range goEnv() {
 				env.Setenv(k, v)
 			}
+			// RLM_SRC is the repository, for scripts that build examples.
+			if src, err := filepath.Abs(".."); err == nil {
+				env.Setenv("RLM_SRC", src)
+			}
 			// RLM_TEST_BIN is where rlm and the built-in plugins are, for
 			// scripts that need rlm without its plugins beside it.
 			if rlm, err := exec.LookPath("rlm"); err == nil {
