@@ -106,7 +106,7 @@ signal N killed it; 2 for a usage error.`,
 	fl.StringArrayVar(&o.FindLinks, "find-links", nil, "python: directory or URL of wheels to install requirements from (repeatable)")
 	fl.BoolVar(&o.NoIndex, "no-index", false, "python: install requirements from --find-links only, never an index")
 	fl.StringVar(&o.NpmRegistry, "npm-registry", "", "node: npm registry URL for requirements")
-	fl.DurationVar(&o.InstallTimeout, "install-timeout", 0, "limit for installing requirements or compiling, separate from --timeout (default 5m; golang builds 2m)")
+	fl.DurationVar(&o.InstallTimeout, "install-timeout", 0, "limit for installing requirements (python, node) or compiling (golang), separate from --timeout (default 5m)")
 	return cmd
 }
 
