@@ -5,7 +5,8 @@
 // prints it), the sorted requirements and the index settings, so "b,a" and
 // "a,b" share one directory and a new interpreter gets a fresh one. Local
 // paths among the requirements (a wheel or a tarball) add their size and
-// modification time to the key, so rebuilding the file invalidates it.
+// modification time to the key, so rebuilding the file invalidates it, and
+// a local find-links directory adds its own (adding a wheel changes it).
 //
 // # Notes
 //
@@ -87,6 +88,22 @@ func Normalize(reqs []string) []string {
 	return slices.Compact(out)
 }
 
+// Validate refuses requirements an installer would read as options
+// ("--target=/", "-r file") or that hold control characters: a requirement
+// names a package, a version spec, a URL or a local file, nothing else.
+func Validate(reqs []string) error {
+	for _, r := range reqs {
+		t := strings.TrimSpace(r)
+		if strings.HasPrefix(t, "-") {
+			return fmt.Errorf("requirement %q looks like an installer option; give package names (use the install options for index settings)", r)
+		}
+		if strings.ContainsFunc(t, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
+			return fmt.Errorf("requirement %q contains a control character", r)
+		}
+	}
+	return nil
+}
+
 // Key is the cache key of a set.
 func (in *Installer) Key(reqs []string, opt *pb.InstallOptions) string {
 	h := sha256.New()
@@ -102,6 +119,12 @@ func (in *Installer) Key(reqs []string, opt *pb.InstallOptions) string {
 	fmt.Fprintf(h, "index=%s\x00no_index=%t\x00npm=%s\x00", opt.GetIndexUrl(), opt.GetNoIndex(), opt.GetNpmRegistry())
 	for _, l := range opt.GetFindLinks() {
 		fmt.Fprintf(h, "find_links=%s\x00", l)
+		if filepath.IsAbs(l) {
+			// A wheel added to a local directory changes its mtime.
+			if st, err := os.Stat(l); err == nil {
+				fmt.Fprintf(h, "local=%d\x00", st.ModTime().UnixNano())
+			}
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
@@ -111,6 +134,9 @@ func (in *Installer) Key(reqs []string, opt *pb.InstallOptions) string {
 // the output cap for the installer's messages.
 func (in *Installer) Ensure(ctx context.Context, reqs []string, opt *pb.InstallOptions, limits *pb.Limits) (*Outcome, error) {
 	start := time.Now()
+	if err := Validate(reqs); err != nil {
+		return nil, err
+	}
 	reqs = Normalize(reqs)
 	root, err := Root()
 	if err != nil {

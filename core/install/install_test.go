@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	pb "github.com/rlmkit/rlm/core/proto"
 )
@@ -160,5 +161,42 @@ func TestEnsureHasItsOwnTimeout(t *testing.T) {
 	}
 	if !strings.Contains(o.Failed.GetError(), "timed out after 200ms") {
 		t.Errorf("error %q does not say the install timed out", o.Failed.GetError())
+	}
+}
+
+func TestValidateRefusesOptions(t *testing.T) {
+	for _, r := range []string{"--target=/", "-r/etc/passwd", " --index-url=http://evil", "pkg\nother"} {
+		if err := Validate([]string{"ok", r}); err == nil {
+			t.Errorf("%q accepted", r)
+		}
+	}
+	if err := Validate([]string{"requests>=2", "left-pad@1.3.0", "/tmp/x-0.1.whl", "pkg @ https://x/y.whl"}); err != nil {
+		t.Errorf("valid requirements refused: %v", err)
+	}
+	in, count := fake(t, `mkdir -p "$1/x"`)
+	if _, err := in.Ensure(context.Background(), []string{"--target=/"}, nil, nil); err == nil || runs(t, count) != 0 {
+		t.Errorf("Ensure ran the installer with an option as a requirement: %v", err)
+	}
+}
+
+func TestKeyFollowsLocalFiles(t *testing.T) {
+	in := &Installer{Runtime: "python", Version: "Python 3.11.7"}
+	dir := t.TempDir()
+	opt := &pb.InstallOptions{FindLinks: []string{dir}, NoIndex: true}
+	before := in.Key([]string{"pkg"}, opt)
+	wheel := filepath.Join(dir, "pkg-0.2-py3-none-any.whl")
+	if err := os.WriteFile(wheel, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Directory mtimes can be coarse: make the change visible.
+	future := time.Now().Add(2 * time.Second)
+	_ = os.Chtimes(dir, future, future)
+	if in.Key([]string{"pkg"}, opt) == before {
+		t.Error("adding a wheel to the find-links directory kept the key")
+	}
+	k1 := in.Key([]string{wheel}, nil)
+	_ = os.WriteFile(wheel, []byte("rebuilt"), 0o644)
+	if in.Key([]string{wheel}, nil) == k1 {
+		t.Error("rebuilding a local requirement kept the key")
 	}
 }

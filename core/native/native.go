@@ -125,6 +125,10 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	}
 	var inst *install.Outcome
 	if s.RT.Installer != nil && len(install.Normalize(req.GetRequirements())) > 0 {
+		if err := install.Validate(req.GetRequirements()); err != nil {
+			ws.Remove()
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
 		inst, err = s.RT.Installer(t).Ensure(ctx, req.GetRequirements(), req.GetInstall(), req.GetLimits())
 		if err != nil {
 			ws.Remove()

@@ -20,6 +20,7 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/backend"
 	"github.com/rlmkit/rlm/core/config"
+	"github.com/rlmkit/rlm/core/install"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
@@ -310,6 +311,9 @@ func (o *Options) requirements(p *core.Program) error {
 			r = abs
 		}
 		p.Requirements = append(p.Requirements, r)
+	}
+	if err := install.Validate(p.Requirements); err != nil {
+		return fmt.Errorf("--requirements: %w", err)
 	}
 	if o.IndexURL == "" && len(o.FindLinks) == 0 && !o.NoIndex && o.NpmRegistry == "" {
 		return nil
