@@ -53,12 +53,17 @@ const DefaultBuildTimeout = 5 * time.Minute
 
 // Probe reports the toolchain as `go version` prints it
 // ("go version go1.26.8 linux/amd64").
+// GOTOOLCHAIN=local: a go.mod in the current directory asking for a newer
+// toolchain must not make the probe download one.
 func Probe(path string) (toolpath.Tool, error) {
-	v, err := toolpath.FirstLine(path, "version")
+	cmd := exec.Command(path, "version")
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return toolpath.Tool{}, err
+		return toolpath.Tool{}, fmt.Errorf("%s version: %v: %s", path, err, strings.TrimSpace(string(out)))
 	}
-	return toolpath.Tool{Exe: path, Version: v}, nil
+	v, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return toolpath.Tool{Exe: path, Version: strings.TrimSpace(v)}, nil
 }
 
 // cacheDir is rlm's directory for Go builds.
