@@ -191,6 +191,9 @@ func execute(ctx context.Context, rt *core.Runtime, p core.Program) (*core.Resul
 	if p.Context == nil || rt.Name != "python" {
 		return rt.Run(ctx, p)
 	}
+	if len(p.Requirements) > 0 {
+		return nil, cmdutil.Usagef("--requirements cannot be combined with --context for python yet (the context runs in a REPL session); pass the context as a file with --file instead")
+	}
 	s, err := rt.OpenSession(ctx, core.SessionOptions{Context: p.Context, Limits: p.Limits, Env: p.Env})
 	if err != nil {
 		return nil, err
