@@ -14,7 +14,8 @@
 //     when the plugin's own environment sets it), so only the first program
 //     ever compiles the standard library; binaries are kept
 //     under rlm/go/bin by a hash of the toolchain version and the code, so
-//     running the same program again skips the compiler entirely.
+//     running the same program again skips the compiler entirely. Binaries
+//     not run for BinaryTTL are removed when a new one is built.
 //   - The build has its own time limit: Limits.install_timeout_ms when set,
 //     else DefaultBuildTimeout; the program's wall limit starts afterwards.
 //   - A compile error ends the run before it starts: the compiler's messages
@@ -116,6 +117,8 @@ func buildEnv() []string {
 func build(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest, _ []string) (*pb.Result, error) {
 	bin := BinaryPath(t, req.GetCode())
 	if st, err := os.Stat(bin); err == nil && st.Mode().IsRegular() {
+		now := time.Now()
+		_ = os.Chtimes(bin, now, now) // recently used: kept by sweep
 		return nil, nil
 	}
 	if res := checkPackage(req.GetCode()); res != nil {
@@ -149,6 +152,7 @@ func build(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.
 		if err := os.Rename(tmp, bin); err != nil {
 			return nil, status.Errorf(codes.Internal, "caching the Go binary: %v", err)
 		}
+		sweep(filepath.Dir(bin), time.Now().Add(-BinaryTTL))
 		return nil, nil
 	}
 	switch res.GetEndedBy() {
@@ -161,6 +165,25 @@ func build(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.
 		}
 	}
 	return res, nil
+}
+
+// BinaryTTL is how long a cached binary nobody ran is kept; each new build
+// removes older ones, so the cache does not grow without bound.
+const BinaryTTL = 14 * 24 * time.Hour
+
+// sweep removes cached binaries (and abandoned temporary files) last used
+// before cutoff. A program still running from a removed binary is not
+// affected: its inode lives until it exits.
+func sweep(dir string, cutoff time.Time) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() && info.ModTime().Before(cutoff) {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // checkPackage refuses code that parses but is not package main: go build

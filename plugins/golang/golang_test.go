@@ -1,8 +1,11 @@
 package golang
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
@@ -35,5 +38,26 @@ func TestCheckPackage(t *testing.T) {
 	if r == nil || r.GetExitCode() != 1 || r.GetEndedBy() != pb.EndedBy_EXIT ||
 		!strings.Contains(string(r.GetStderr()), "package tools is not a main package") {
 		t.Errorf("package tools: %v", r)
+	}
+}
+
+func TestSweepRemovesOnlyStaleBinaries(t *testing.T) {
+	dir := t.TempDir()
+	old, fresh := filepath.Join(dir, "old"), filepath.Join(dir, "fresh")
+	for _, p := range []string{old, fresh} {
+		if err := os.WriteFile(p, []byte("bin"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-2 * BinaryTTL)
+	if err := os.Chtimes(old, long, long); err != nil {
+		t.Fatal(err)
+	}
+	sweep(dir, time.Now().Add(-BinaryTTL))
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("stale binary kept (%v)", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("fresh binary removed: %v", err)
 	}
 }
