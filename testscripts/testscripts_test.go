@@ -12,13 +12,17 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/root"
+	"github.com/rlmkit/rlm/plugins/golang"
+	"github.com/rlmkit/rlm/plugins/node"
 	"github.com/rlmkit/rlm/plugins/python"
+	"github.com/rlmkit/rlm/plugins/shell"
 )
 
 // commands are the binaries under test. Plugins are here so that every
@@ -26,6 +30,9 @@ import (
 var commands = map[string]func(){
 	"rlm":               func() { os.Exit(root.Main(os.Args[1:])) },
 	"rlm-plugin-python": python.Main,
+	"rlm-plugin-node":   node.Main,
+	"rlm-plugin-golang": golang.Main,
+	"rlm-plugin-shell":  shell.Main,
 }
 
 var sharedCache string
@@ -71,6 +78,20 @@ func params(dir string) testscript.Params {
 			env.Setenv("XDG_CACHE_HOME", sharedCache)
 			env.Setenv("RLM_CONFIG", "")
 			env.Setenv("RLM_PLUGIN_PATH", "")
+			// Go builds (the golang runtime's, and scripts that build a
+			// plugin) share the host's caches instead of starting cold.
+			for k, v := range goEnv() {
+				env.Setenv(k, v)
+			}
+			// RLM_SRC is the repository, for scripts that build examples.
+			if src, err := filepath.Abs(".."); err == nil {
+				env.Setenv("RLM_SRC", src)
+			}
+			// RLM_TEST_BIN is where rlm and the built-in plugins are, for
+			// scripts that need rlm without its plugins beside it.
+			if rlm, err := exec.LookPath("rlm"); err == nil {
+				env.Setenv("RLM_TEST_BIN", filepath.Dir(rlm))
+			}
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -83,6 +104,29 @@ func params(dir string) testscript.Params {
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 	}
+}
+
+var (
+	goEnvOnce sync.Once
+	goEnvVars map[string]string
+)
+
+// goEnv is the host's Go cache and proxy settings, asked of `go env` once.
+func goEnv() map[string]string {
+	goEnvOnce.Do(func() {
+		goEnvVars = map[string]string{}
+		keys := []string{"GOCACHE", "GOMODCACHE", "GOPROXY", "GOFLAGS", "GONOSUMDB", "GOPRIVATE"}
+		out, err := exec.Command("go", append([]string{"env"}, keys...)...).Output()
+		if err != nil {
+			return
+		}
+		for i, v := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+			if i < len(keys) && v != "" {
+				goEnvVars[keys[i]] = v
+			}
+		}
+	})
+	return goEnvVars
 }
 
 // exits N CMD ARGS... runs CMD like exec and checks its exit status is N,
@@ -110,13 +154,17 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 
 // noprocs PATTERN... waits up to 3 s for no process whose command line
 // contains any PATTERN to remain (zombies count as gone only once reaped).
+// Only this script's processes count: those whose environment or working
+// directory mentions its $WORK (plugins inherit it, programs run under its
+// TMPDIR), so scripts running in parallel, here or in another checkout on
+// the same machine, do not see each other's processes.
 func cmdNoProcs(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) == 0 {
 		ts.Fatalf("usage: noprocs PATTERN...")
 	}
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		left := matchingProcs(args)
+		left := matchingProcs(args, ts.Getenv("WORK"))
 		if len(left) == 0 {
 			return
 		}
@@ -127,7 +175,7 @@ func cmdNoProcs(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-func matchingProcs(patterns []string) []string {
+func matchingProcs(patterns []string, work string) []string {
 	var out []string
 	ents, _ := os.ReadDir("/proc")
 	self := strconv.Itoa(os.Getpid())
@@ -140,6 +188,9 @@ func matchingProcs(patterns []string) []string {
 			continue
 		}
 		cl := string(bytes.ReplaceAll(bytes.TrimRight(b, "\x00"), []byte{0}, []byte{' '}))
+		if work != "" && !ownedBy(e.Name(), work) {
+			continue
+		}
 		for _, p := range patterns {
 			if strings.Contains(cl, p) {
 				out = append(out, e.Name()+": "+cl)
@@ -147,6 +198,16 @@ func matchingProcs(patterns []string) []string {
 		}
 	}
 	return out
+}
+
+// ownedBy reports whether process pid belongs to the script whose work
+// directory is work.
+func ownedBy(pid, work string) bool {
+	if cwd, err := os.Readlink(filepath.Join("/proc", pid, "cwd")); err == nil && strings.HasPrefix(cwd, work) {
+		return true
+	}
+	env, err := os.ReadFile(filepath.Join("/proc", pid, "environ"))
+	return err == nil && bytes.Contains(env, []byte(work))
 }
 
 // filesize FILE MIN MAX checks that FILE's size is within [MIN, MAX].

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/rlmkit/rlm/core/install"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
@@ -44,6 +45,13 @@ type Runtime struct {
 	// than os/exec (python's fork server); nil means os/exec.
 	Spawner      func(t toolpath.Tool, req *pb.RunRequest) program.Spawner
 	Capabilities []string
+	// Installer, when set, installs a request's requirements (cached by
+	// core/install) before Prepare and the program run; nil means
+	// requirements are ignored (shell, golang).
+	Installer func(t toolpath.Tool) *install.Installer
+	// InstallEnv makes the installed set in dir usable by the program
+	// (PYTHONPATH, NODE_PATH); it may also prepare the workspace.
+	InstallEnv func(dir string, ws *program.Workspace) []string
 }
 
 // Server serves the runtime service for a Runtime. Plugins embed it and
@@ -114,9 +122,29 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	for k, v := range req.GetEnv() {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			ws.Remove()
-			return nil, status.Errorf(codes.InvalidArgument, "env name %q is not valid", k)
+			return nil, status.Errorf(codes.InvalidArgument, "env name %q is not valid: want a name without '=' or NUL", k)
 		}
 		env = append(env, k+"="+v)
+	}
+	var inst *install.Outcome
+	if s.RT.Installer != nil && len(install.Normalize(req.GetRequirements())) > 0 {
+		if err := install.Validate(req.GetRequirements()); err != nil {
+			ws.Remove()
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		inst, err = s.RT.Installer(t).Ensure(ctx, req.GetRequirements(), req.GetInstall(), req.GetLimits())
+		if err != nil {
+			ws.Remove()
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		if inst.Failed != nil {
+			ws.Remove()
+			inst.Failed.InstallMs = inst.Duration.Milliseconds()
+			return inst.Failed, nil
+		}
+		if s.RT.InstallEnv != nil {
+			env = append(env, s.RT.InstallEnv(inst.Dir, ws)...)
+		}
 	}
 	if s.RT.Prepare != nil {
 		res, err := s.RT.Prepare(ctx, t, ws, req, env)
@@ -140,6 +168,9 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	if err != nil {
 		ws.Remove()
 		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if inst != nil {
+		res.InstallMs, res.InstallCached = inst.Duration.Milliseconds(), inst.Cached
 	}
 	ws.Finish(res)
 	return res, nil

@@ -72,16 +72,38 @@ func Launch(path string) (*Plugin, error) {
 
 func (p *Plugin) startError(err error) error {
 	msg := err.Error()
+	// go-plugin's wording varies in case between versions.
+	lower := strings.ToLower(msg)
 	switch {
-	case strings.Contains(msg, "Incompatible API version"):
-		msg = fmt.Sprintf("speaks another protocol version (%v); this rlm speaks version %d: update the plugin or rlm", err, ProtocolVersion)
-	case strings.Contains(msg, "Unrecognized remote plugin message"):
-		msg = fmt.Sprintf("wrote to stdout before its handshake (%v); plugins must log to stderr", err)
+	case strings.Contains(lower, "incompatible api version"):
+		msg = fmt.Sprintf("speaks another protocol version (%s); this rlm speaks version %d: update the plugin or rlm", firstLine(msg), ProtocolVersion)
+	case strings.Contains(lower, "unrecognized remote plugin message"):
+		// The first stdout line, which should have been the handshake.
+		_, line, _ := strings.Cut(msg, "message:")
+		line, _, _ = strings.Cut(strings.TrimLeft(line, " \t"), "\n")
+		line = strings.TrimSpace(line)
+		if line == "" {
+			// Nothing on stdout at all: the plugin died (or exited)
+			// before its handshake.
+			msg = "exited before completing its handshake (a crash, or not an rlm plugin)"
+		} else {
+			msg = fmt.Sprintf("wrote to stdout before its handshake (%q); plugins must log to stderr", line)
+		}
+	case strings.Contains(lower, "exited before we could connect"):
+		msg = "exited before completing its handshake (a crash, or not an rlm plugin)"
 	}
 	if s := strings.TrimSpace(p.stderr.String()); s != "" {
 		msg += "\nplugin stderr:\n" + s
 	}
 	return fmt.Errorf("plugin %s failed to start: %s", p.Path, msg)
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = strings.TrimSpace(s[:i])
+	}
+	return s
 }
 
 // Kill stops the plugin and everything in its process group at once. The

@@ -74,7 +74,9 @@ var Runtime = &native.Runtime{
 		// produced files.
 		return []string{"PYTHONDONTWRITEBYTECODE=1"}
 	},
-	Capabilities: []string{"program", "repl", "check", "files"},
+	Installer:    installer,
+	InstallEnv:   useInstalled,
+	Capabilities: []string{"program", "repl", "check", "files", "requirements"},
 }
 
 // Server is the python plugin's runtime service.

@@ -20,8 +20,10 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/backend"
 	"github.com/rlmkit/rlm/core/config"
+	"github.com/rlmkit/rlm/core/install"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
+	pb "github.com/rlmkit/rlm/core/proto"
 )
 
 // BuiltinRuntimes are the runtimes rlm ships plugins for.
@@ -47,6 +49,13 @@ type Options struct {
 	Files     []string
 	Out       string
 	Changed   func(name string) bool
+
+	Requirements   []string
+	IndexURL       string
+	FindLinks      []string
+	NoIndex        bool
+	NpmRegistry    string
+	InstallTimeout time.Duration
 }
 
 // NewCmd builds the command; runF replaces the run function in tests.
@@ -93,6 +102,12 @@ signal N killed it; 2 for a usage error.`,
 	fl.StringArrayVar(&o.Env, "env", nil, "K=V environment variable for the program (repeatable)")
 	fl.StringArrayVar(&o.Files, "file", nil, "NAME=PATH: put the file at PATH into the working directory as NAME (repeatable)")
 	fl.StringVar(&o.Out, "out", "", "directory to write the files the program produced into")
+	fl.StringSliceVar(&o.Requirements, "requirements", nil, "packages to install first, comma-separated or repeated (pip for python, npm for node; ignored by shell and golang); local paths are allowed")
+	fl.StringVar(&o.IndexURL, "index-url", "", "python: package index URL for requirements")
+	fl.StringArrayVar(&o.FindLinks, "find-links", nil, "python: directory or URL of wheels to install requirements from (repeatable)")
+	fl.BoolVar(&o.NoIndex, "no-index", false, "python: install requirements from --find-links only, never an index")
+	fl.StringVar(&o.NpmRegistry, "npm-registry", "", "node: npm registry URL for requirements")
+	fl.DurationVar(&o.InstallTimeout, "install-timeout", 0, "limit for installing requirements (python, node) or compiling (golang), separate from --timeout (default 5m)")
 	return cmd
 }
 
@@ -176,6 +191,9 @@ func execute(ctx context.Context, rt *core.Runtime, p core.Program) (*core.Resul
 	if p.Context == nil || rt.Name != "python" {
 		return rt.Run(ctx, p)
 	}
+	if len(p.Requirements) > 0 {
+		return nil, cmdutil.Usagef("--requirements cannot be combined with --context for python yet (the context runs in a REPL session); pass the context as a file with --file instead")
+	}
 	s, err := rt.OpenSession(ctx, core.SessionOptions{Context: p.Context, Limits: p.Limits, Env: p.Env})
 	if err != nil {
 		return nil, err
@@ -227,6 +245,14 @@ func (o *Options) program(cfg config.Config) (core.Program, error) {
 		}
 		p.Limits.MaxOutputBytes = n
 	}
+	if o.InstallTimeout > 0 {
+		p.Limits.InstallTimeout = o.InstallTimeout
+	} else if o.Changed != nil && o.Changed("install-timeout") {
+		return p, fmt.Errorf("--install-timeout must be positive")
+	}
+	if err := o.requirements(&p); err != nil {
+		return p, err
+	}
 	if o.Context != "" {
 		b, err := os.ReadFile(o.Context)
 		if err != nil {
@@ -266,6 +292,70 @@ func (o *Options) program(cfg config.Config) (core.Program, error) {
 		p.Files = append(p.Files, core.File{Path: name, Data: b})
 	}
 	return p, nil
+}
+
+// requirements fills the program's requirements and install options. The
+// installer runs in a directory of its own, so local paths (a wheel, a
+// tarball, a --find-links directory) are made absolute here.
+func (o *Options) requirements(p *core.Program) error {
+	for _, r := range o.Requirements {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			continue
+		}
+		if looksLocal(r) {
+			abs, err := filepath.Abs(r)
+			if err != nil {
+				return fmt.Errorf("--requirements %s: %w", r, err)
+			}
+			if _, err := os.Stat(abs); err != nil {
+				return fmt.Errorf("--requirements: local package %s not found", r)
+			}
+			r = abs
+		}
+		p.Requirements = append(p.Requirements, r)
+	}
+	if err := install.Validate(p.Requirements); err != nil {
+		return fmt.Errorf("--requirements: %w", err)
+	}
+	if o.IndexURL == "" && len(o.FindLinks) == 0 && !o.NoIndex && o.NpmRegistry == "" {
+		return nil
+	}
+	in := &pb.InstallOptions{IndexUrl: o.IndexURL, NoIndex: o.NoIndex, NpmRegistry: o.NpmRegistry}
+	for _, l := range o.FindLinks {
+		if !strings.Contains(l, "://") {
+			abs, err := filepath.Abs(l)
+			if err != nil {
+				return fmt.Errorf("--find-links %s: %w", l, err)
+			}
+			if _, err := os.Stat(abs); err != nil {
+				return fmt.Errorf("--find-links: %s not found; give a directory of wheels or a URL", l)
+			}
+			l = abs
+		}
+		in.FindLinks = append(in.FindLinks, l)
+	}
+	if o.NoIndex && len(in.FindLinks) == 0 {
+		return fmt.Errorf("--no-index needs --find-links DIR: otherwise there is nowhere to install from")
+	}
+	p.Install = in
+	return nil
+}
+
+// looksLocal reports whether a requirement names a file rather than a
+// package: a path prefix, or an existing archive.
+func looksLocal(r string) bool {
+	if strings.HasPrefix(r, "./") || strings.HasPrefix(r, "../") || strings.HasPrefix(r, "/") {
+		return true
+	}
+	for _, ext := range []string{".whl", ".tgz", ".tar.gz", ".zip"} {
+		if strings.HasSuffix(r, ext) {
+			if _, err := os.Stat(r); err == nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func writeOut(dir string, files []core.File) error {

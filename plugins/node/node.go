@@ -1,0 +1,137 @@
+// Package node is the Node.js runtime: a program is main.js run by node,
+// and requirements are installed with npm into rlm's requirement cache.
+package node
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rlmkit/rlm/core/install"
+	"github.com/rlmkit/rlm/core/native"
+	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/proctree"
+	"github.com/rlmkit/rlm/core/program"
+	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core/toolpath"
+)
+
+// Probe reports node's version as `node --version` prints it ("v20.20.2").
+func Probe(path string) (toolpath.Tool, error) {
+	v, err := toolpath.FirstLine(path, "--version")
+	if err != nil {
+		return toolpath.Tool{}, err
+	}
+	return toolpath.Tool{Exe: path, Version: v}, nil
+}
+
+// NpmCommand is the installer's command line: npm installs reqs into
+// dir/node_modules, quietly and without audit or funding requests.
+func NpmCommand(npm string) func(dir string, reqs []string, opt *pb.InstallOptions) []string {
+	return func(dir string, reqs []string, opt *pb.InstallOptions) []string {
+		argv := []string{npm, "install", "--no-audit", "--no-fund", "--no-save",
+			"--no-update-notifier", "--loglevel=error", "--prefix", dir}
+		if r := opt.GetNpmRegistry(); r != "" {
+			argv = append(argv, "--registry", r)
+		}
+		return append(argv, reqs...)
+	}
+}
+
+func installer(t toolpath.Tool) *install.Installer {
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		// npm usually sits beside node; otherwise the install fails with
+		// the shell's "not found", which names the problem.
+		npm = filepath.Join(filepath.Dir(t.Exe), "npm")
+	}
+	cacheDir := filepath.Join(os.TempDir(), "rlm-npm-cache")
+	if root, err := install.Root(); err == nil {
+		cacheDir = filepath.Join(filepath.Dir(root), "npm-cache")
+	}
+	return &install.Installer{
+		Runtime: "node",
+		Version: t.Version,
+		Command: NpmCommand(npm),
+		Env: append(install.BaseEnv(),
+			"npm_config_cache="+cacheDir,
+			"npm_config_update_notifier=false",
+			"NO_UPDATE_NOTIFIER=1"),
+	}
+}
+
+// useInstalled makes require() and import find the set: NODE_PATH serves
+// require(); ES modules ignore it, so node_modules is also linked into the
+// workspace (a symlink, which never comes back as a produced file).
+func useInstalled(dir string, ws *program.Workspace) []string {
+	nm := filepath.Join(dir, "node_modules")
+	link := filepath.Join(ws.Dir, "node_modules")
+	if _, err := os.Lstat(link); os.IsNotExist(err) {
+		_ = os.Symlink(nm, link)
+	}
+	return []string{"NODE_PATH=" + nm}
+}
+
+// Runtime describes node for core/native.
+var Runtime = &native.Runtime{
+	Name:     "node",
+	Language: "javascript",
+	Ext:      ".js",
+	CodeFile: "main.js",
+	Tool:     "node",
+	Probe:    Probe,
+	Argv: func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string {
+		return append([]string{t.Exe, ws.CodePath}, req.GetArgs()...)
+	},
+	Installer:    installer,
+	InstallEnv:   useInstalled,
+	Capabilities: []string{"program", "requirements", "check", "files"},
+}
+
+// Server is the node plugin's runtime service.
+type Server struct {
+	native.Server
+}
+
+// New returns the node runtime service.
+func New() *Server { return &Server{Server: native.Server{RT: Runtime}} }
+
+// Check parses the code with `node --check` without running it.
+func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
+	t, err := s.Tool()
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "node runtime unavailable: %v", err)
+	}
+	f, err := os.CreateTemp("", "rlm-check-*.js")
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	defer os.Remove(f.Name())
+	_, err = f.WriteString(req.GetCode())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	out, err := exec.CommandContext(ctx, t.Exe, "--check", f.Name()).CombinedOutput()
+	if err != nil {
+		if _, ok := err.(*exec.ExitError); ok {
+			msg := strings.ReplaceAll(strings.TrimSpace(string(out)), f.Name(), "main.js")
+			return &pb.CheckResponse{Ok: false, Message: msg}, nil
+		}
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &pb.CheckResponse{Ok: true}, nil
+}
+
+// Main is the plugin binary's entry point.
+func Main() {
+	_ = proctree.BecomeSubreaper()
+	plugin.Serve(New())
+}

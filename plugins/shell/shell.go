@@ -1,0 +1,75 @@
+// Package shell is the bash runtime: a program is a script run by bash.
+// Requirements are ignored; the tools a script may call are whatever the
+// machine (or container image) has installed.
+package shell
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rlmkit/rlm/core/native"
+	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/proctree"
+	"github.com/rlmkit/rlm/core/program"
+	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core/toolpath"
+)
+
+// Probe reports bash's version as the first line of `bash --version`.
+func Probe(path string) (toolpath.Tool, error) {
+	v, err := toolpath.FirstLine(path, "--version")
+	if err != nil {
+		return toolpath.Tool{}, err
+	}
+	return toolpath.Tool{Exe: path, Version: v}, nil
+}
+
+// Runtime describes bash for core/native.
+var Runtime = &native.Runtime{
+	Name:     "shell",
+	Language: "bash",
+	Ext:      ".sh",
+	CodeFile: "main.sh",
+	Tool:     "bash",
+	Probe:    Probe,
+	Argv: func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string {
+		return append([]string{t.Exe, ws.CodePath}, req.GetArgs()...)
+	},
+	Capabilities: []string{"program", "check", "files"},
+}
+
+// Server is the shell plugin's runtime service.
+type Server struct {
+	native.Server
+}
+
+// New returns the shell runtime service.
+func New() *Server { return &Server{Server: native.Server{RT: Runtime}} }
+
+// Check parses the script with `bash -n` without running it.
+func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
+	t, err := s.Tool()
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "shell runtime unavailable: %v", err)
+	}
+	cmd := exec.CommandContext(ctx, t.Exe, "-n")
+	cmd.Stdin = strings.NewReader(req.GetCode())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if _, ok := err.(*exec.ExitError); ok {
+			return &pb.CheckResponse{Ok: false, Message: strings.TrimSpace(string(out))}, nil
+		}
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &pb.CheckResponse{Ok: true}, nil
+}
+
+// Main is the plugin binary's entry point.
+func Main() {
+	_ = proctree.BecomeSubreaper()
+	plugin.Serve(New())
+}

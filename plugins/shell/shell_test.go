@@ -1,0 +1,75 @@
+package shell
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+// The service is plain Go: these call it in-process, without a plugin.
+
+func TestRunProgramMode(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("RLM_TEST_SECRET", "hunter2")
+	res, err := New().Run(context.Background(), &pb.RunRequest{
+		Code: `read -r l; echo "in=$l args=$*"; echo "k=$K secret=${RLM_TEST_SECRET:-none}"
+cat sub/dir/data.txt; echo made > out.txt; echo more >> sub/dir/data.txt; echo "$PWD" > /dev/stderr; exit 3`,
+		Files:       []*pb.File{{Path: "sub/dir/data.txt", Data: []byte("data\n")}},
+		Stdin:       []byte("hello\n"),
+		Args:        []string{"a", "b c"},
+		Env:         map[string]string{"K": "v"},
+		ReturnFiles: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "in=hello args=a b c\nk=v secret=none\ndata\n"
+	if string(res.GetStdout()) != want {
+		t.Errorf("stdout %q, want %q", res.GetStdout(), want)
+	}
+	if res.GetExitCode() != 3 || res.GetEndedBy() != pb.EndedBy_EXIT {
+		t.Errorf("exit %d ended_by %v, want 3 EXIT", res.GetExitCode(), res.GetEndedBy())
+	}
+	files := map[string]string{}
+	for _, f := range res.GetFiles() {
+		files[f.GetPath()] = f.GetChange() + ":" + string(f.GetData())
+	}
+	if files["out.txt"] != "created:made\n" || files["sub/dir/data.txt"] != "modified:data\nmore\n" || len(files) != 2 {
+		t.Errorf("files %v", files)
+	}
+	wd := strings.TrimSpace(string(res.GetStderr()))
+	if _, err := os.Stat(wd); !os.IsNotExist(err) {
+		t.Errorf("working directory %s still exists (%v)", wd, err)
+	}
+}
+
+func TestRunRejectsEscapingNames(t *testing.T) {
+	for _, name := range []string{"../x", "/etc/x", "a/../../x", ""} {
+		_, err := New().Run(context.Background(), &pb.RunRequest{Code: "true", Files: []*pb.File{{Path: name}}})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("file %q: got %v, want InvalidArgument", name, err)
+		}
+	}
+}
+
+func TestInfo(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	info, err := New().Info(context.Background(), &pb.InfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.GetAvailable() || !strings.HasPrefix(info.GetRuntimeVersion(), "GNU bash, version ") {
+		t.Errorf("info %v", info)
+	}
+	t.Setenv("PATH", t.TempDir())
+	info, _ = New().Info(context.Background(), &pb.InfoRequest{})
+	if info.GetAvailable() || info.GetUnavailableReason() != "'bash' not found in PATH" {
+		t.Errorf("without bash: available=%v reason=%q", info.GetAvailable(), info.GetUnavailableReason())
+	}
+}
