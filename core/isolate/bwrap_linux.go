@@ -37,7 +37,8 @@ type bwrapPlan struct {
 
 // planBwrap builds the bwrap arguments. firstFD is the descriptor number the
 // first data file will have in bwrap (3 + len(spec.ExtraFiles)).
-func planBwrap(bwrap string, spec *Spec, workdir string, firstFD int, seccomp []byte) (*bwrapPlan, error) {
+// st maps each of spec.ReadOnlyPaths to the host path bwrap binds it from.
+func planBwrap(bwrap string, spec *Spec, workdir string, st *stage, firstFD int, seccomp []byte) (*bwrapPlan, error) {
 	p := &bwrapPlan{}
 	fd := firstFD
 	add := func(a ...string) { p.args = append(p.args, a...) }
@@ -95,7 +96,7 @@ func planBwrap(bwrap string, spec *Spec, workdir string, firstFD int, seccomp []
 		if err := checkReadOnlyPath(ro); err != nil {
 			return nil, err
 		}
-		add("--ro-bind", ro, ro)
+		add("--ro-bind", st.source(ro), ro)
 	}
 	add("--bind", workdir, SandboxWorkdir, "--chdir", SandboxWorkdir,
 		"--remount-ro", "/")

@@ -61,9 +61,22 @@ func bwrapPath() (string, error) {
 	return p, nil
 }
 
+func setprivPath() (string, error) {
+	p, err := exec.LookPath("setpriv")
+	if err != nil {
+		return "", errors.New("isolation \"namespace\" as root needs setpriv to run the sandbox as an unprivileged user, and setpriv is not in PATH: install it (Debian/Ubuntu: apt-get install util-linux) or use isolation = \"process\"")
+	}
+	return p, nil
+}
+
 func namespaceAvailable() error {
 	if _, err := seccompProgram(); err != nil {
 		return err
+	}
+	if os.Geteuid() == 0 {
+		if _, err := setprivPath(); err != nil {
+			return err
+		}
 	}
 	bw, err := bwrapPath()
 	if err != nil {
@@ -131,6 +144,7 @@ type Cmd struct {
 	cmd      *exec.Cmd
 	cg       *runCgroups
 	ws       *workspace
+	st       *stage
 	workdir  string // the host directory the program works in
 	enforced []string
 	start    time.Time
@@ -254,20 +268,37 @@ func (c *Cmd) Start() (err error) {
 	spec := &c.spec
 	c.workdir = spec.Dir
 	limited := spec.Level != LevelNone
+	// A root caller's sandbox runs as host uid 65534, never as host root.
+	asNobody := spec.Level == LevelNamespace && os.Geteuid() == 0
 	if limited {
 		rc, enforced, missing := newRunCgroups(spec)
 		c.cg, c.enforced = rc, enforced
 		if len(rc.dirs) == 0 && (spec.MemoryBytes > 0 || spec.MaxProcesses > 0) {
 			c.enforced = append(c.enforced, "cgroups=unavailable("+strings.Join(missing, "; ")+")")
 		}
-		if spec.DiskBytes > 0 {
-			ws, err := newWorkspace(spec.Dir, spec.DiskBytes)
+		if spec.DiskBytes > 0 || asNobody {
+			owner := -1
+			if asNobody {
+				owner = sandboxHostUID
+			}
+			ws, err := newWorkspace(spec.Dir, spec.DiskBytes, owner)
 			if err != nil {
 				return err
 			}
 			c.ws, c.workdir = ws, ws.mnt
-			c.enforced = append(c.enforced, "disk=tmpfs")
+			if spec.DiskBytes > 0 {
+				c.enforced = append(c.enforced, "disk=tmpfs")
+			}
 		}
+	}
+	if asNobody {
+		st, err := newStage(spec.ReadOnlyPaths)
+		if err != nil {
+			return err
+		}
+		c.st = st
+	} else {
+		c.st = &stage{}
 	}
 	env := spec.Env
 	if env == nil {
@@ -303,7 +334,7 @@ func (c *Cmd) Start() (err error) {
 		if err != nil {
 			return err
 		}
-		plan, err := planBwrap(bw, spec, c.workdir, 3+len(spec.ExtraFiles), prog)
+		plan, err := planBwrap(bw, spec, c.workdir, c.st, 3+len(spec.ExtraFiles), prog)
 		if err != nil {
 			return err
 		}
@@ -317,6 +348,17 @@ func (c *Cmd) Start() (err error) {
 		}
 		argv = plan.args
 		cmd.Dir = "/"
+		if asNobody {
+			// Drop to the sandbox uid only after the shim's rlimits are set:
+			// root here may lack CAP_SYS_RESOURCE (this CI host's root does),
+			// and then prlimit(2) works only on a process of the same uid.
+			sp, err := setprivPath()
+			if err != nil {
+				return err
+			}
+			id := strconv.Itoa(sandboxHostUID)
+			argv = append([]string{sp, "--reuid=" + id, "--regid=" + id, "--clear-groups", "--"}, argv...)
+		}
 	}
 	if limited {
 		cmd.Path = "/bin/sh"
@@ -365,7 +407,7 @@ func (c *Cmd) constrain(pid int) error {
 			return fmt.Errorf("isolate: %w", err)
 		}
 	}
-	enforced, err := setRlimits(pid, &c.spec, c.cg != nil && c.cg.mem != nil)
+	enforced, err := setRlimits(pid, &c.spec, c.cg != nil && c.cg.mem != nil, c.cg != nil && c.cg.pids != nil)
 	if err != nil {
 		return err
 	}
@@ -411,7 +453,7 @@ const (
 	rlimitCORE  = 4
 )
 
-func setRlimits(pid int, spec *Spec, memCgroup bool) ([]string, error) {
+func setRlimits(pid int, spec *Spec, memCgroup, pidsCgroup bool) ([]string, error) {
 	type lim struct {
 		name     string
 		resource int
@@ -429,9 +471,9 @@ func setRlimits(pid int, spec *Spec, memCgroup bool) ([]string, error) {
 	if spec.FileSizeBytes > 0 {
 		lims = append(lims, lim{"fsize", syscall.RLIMIT_FSIZE, spec.FileSizeBytes, spec.FileSizeBytes})
 	}
-	if spec.MaxProcesses > 0 {
-		// Ignored for uid 0 by the kernel; it holds for the sandbox's uid 65534
-		// only as a second line behind pids.max.
+	if spec.MaxProcesses > 0 && !pidsCgroup {
+		// The fallback only: the kernel ignores it for root, and it counts every
+		// process of the uid, so concurrent sandboxes (all uid 65534) share it.
 		lims = append(lims, lim{"nproc", rlimitNPROC, spec.MaxProcesses, spec.MaxProcesses})
 	}
 	if spec.MemoryBytes > 0 && !memCgroup {
@@ -698,6 +740,12 @@ func (c *Cmd) release() error {
 			errs = append(errs, err)
 		}
 		c.ws = nil
+	}
+	if c.st != nil {
+		if err := c.st.remove(); err != nil {
+			errs = append(errs, err)
+		}
+		c.st = nil
 	}
 	return errors.Join(errs...)
 }

@@ -11,38 +11,59 @@ import (
 	"syscall"
 )
 
-// workspace is a size-capped tmpfs that stands in for Spec.Dir during a run.
-// It is mounted in the host's mount namespace (so it outlives the sandbox and
-// can be copied back), which needs CAP_SYS_ADMIN there.
+// workspace is a private copy of Spec.Dir that the program works in: a
+// size-capped tmpfs when size > 0, else a plain directory. The tmpfs is
+// mounted in the host's mount namespace (so it outlives the sandbox and can be
+// copied back), which needs CAP_SYS_ADMIN there. owner >= 0 makes the copy
+// belong to that uid/gid (the unprivileged host uid a root caller's sandbox
+// runs as).
 type workspace struct {
 	hostDir string // the caller's Spec.Dir
-	base    string // private temp dir holding the mount point
-	mnt     string // the tmpfs mount point: the program's working directory
+	base    string // private temp dir holding the working directory
+	mnt     string // the program's working directory (tmpfs mount point when size > 0)
 	size    int64
+	owner   int
 	mounted bool
 }
 
-func newWorkspace(hostDir string, size int64) (*workspace, error) {
+func newWorkspace(hostDir string, size int64, owner int) (*workspace, error) {
 	base, err := os.MkdirTemp("", "rlm-isolate-ws-")
 	if err != nil {
-		return nil, fmt.Errorf("working directory size cap: %w", err)
+		return nil, fmt.Errorf("private working directory: %w", err)
 	}
-	w := &workspace{hostDir: hostDir, base: base, mnt: filepath.Join(base, "w"), size: size}
-	if err := os.Mkdir(w.mnt, 0o755); err != nil {
+	w := &workspace{hostDir: hostDir, base: base, mnt: filepath.Join(base, "w"), size: size, owner: owner}
+	if owner >= 0 {
+		// The sandbox's uid must reach w (traverse only; it cannot list base).
+		if err := reachableBy(base, 0o711); err != nil {
+			w.remove()
+			return nil, err
+		}
+	}
+	if err := os.Mkdir(w.mnt, 0o700); err != nil {
 		w.remove()
 		return nil, err
 	}
-	inodes := size / 1024
-	if inodes < 4096 {
-		inodes = 4096
+	if size > 0 {
+		inodes := size / 1024
+		if inodes < 4096 {
+			inodes = 4096
+		}
+		opts := "size=" + strconv.FormatInt(size, 10) + ",nr_inodes=" + strconv.FormatInt(inodes, 10) + ",mode=0700"
+		if owner >= 0 {
+			opts += ",uid=" + strconv.Itoa(owner) + ",gid=" + strconv.Itoa(owner)
+		}
+		if err := syscall.Mount("tmpfs", w.mnt, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
+			w.remove()
+			return nil, fmt.Errorf("cannot cap the working directory's total size: mount tmpfs on %s: %w (this needs root, i.e. CAP_SYS_ADMIN in the host mount namespace; run rlm as root or set no disk limit)", w.mnt, err)
+		}
+		w.mounted = true
+	} else if owner >= 0 {
+		if err := os.Lchown(w.mnt, owner, owner); err != nil {
+			w.remove()
+			return nil, err
+		}
 	}
-	opts := "size=" + strconv.FormatInt(size, 10) + ",nr_inodes=" + strconv.FormatInt(inodes, 10) + ",mode=0755"
-	if err := syscall.Mount("tmpfs", w.mnt, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
-		w.remove()
-		return nil, fmt.Errorf("cannot cap the working directory's total size: mount tmpfs on %s: %w (this needs root, i.e. CAP_SYS_ADMIN in the host mount namespace; run rlm as root or set no disk limit)", w.mnt, err)
-	}
-	w.mounted = true
-	if err := copyTree(hostDir, w.mnt); err != nil {
+	if err := copyTree(hostDir, w.mnt, owner); err != nil {
 		w.remove()
 		if errors.Is(err, syscall.ENOSPC) {
 			return nil, fmt.Errorf("the input files in %s do not fit in the working directory's size cap of %d bytes: %w", hostDir, size, err)
@@ -54,6 +75,9 @@ func newWorkspace(hostDir string, size int64) (*workspace, error) {
 
 // full reports whether the program filled the tmpfs (bytes or inodes).
 func (w *workspace) full() bool {
+	if !w.mounted {
+		return false
+	}
 	var st syscall.Statfs_t
 	if syscall.Statfs(w.mnt, &st) != nil {
 		return false
@@ -86,10 +110,30 @@ func (w *workspace) remove() error {
 	return errors.Join(errs...)
 }
 
+// reachableBy chmods dir to mode and checks that every ancestor lets other
+// users traverse it, so a sandbox running as another uid can reach below it.
+func reachableBy(dir string, mode os.FileMode) error {
+	if err := os.Chmod(dir, mode); err != nil {
+		return err
+	}
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("the sandbox user (uid %d) cannot reach %s because %s is not searchable by others: set TMPDIR to a directory like /tmp, or chmod o+x %s", sandboxHostUID, dir, p, p)
+		}
+		if p == "/" {
+			return nil
+		}
+	}
+}
+
 // copyTree copies src into the existing directory dst: directories, regular
-// files and symlinks (as links), keeping permission bits and mtimes. It never
-// follows a symlink.
-func copyTree(src, dst string) error {
+// files and symlinks (as links), keeping permission bits and mtimes, and
+// giving each entry to owner when owner >= 0. It never follows a symlink.
+func copyTree(src, dst string, owner int) error {
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -105,17 +149,21 @@ func copyTree(src, dst string) error {
 		}
 		switch {
 		case d.IsDir():
-			return os.Mkdir(target, info.Mode().Perm()|0o700)
+			err = os.Mkdir(target, info.Mode().Perm()|0o700)
 		case d.Type().IsRegular():
-			return copyFile(p, target, info)
+			err = copyFile(p, target, info)
 		case d.Type()&fs.ModeSymlink != 0:
-			link, err := os.Readlink(p)
-			if err != nil {
-				return err
+			var link string
+			if link, err = os.Readlink(p); err == nil {
+				err = os.Symlink(link, target)
 			}
-			return os.Symlink(link, target)
+		default:
+			return nil // sockets, fifos, devices are not inputs
 		}
-		return nil // sockets, fifos, devices are not inputs
+		if err == nil && owner >= 0 {
+			err = os.Lchown(target, owner, owner)
+		}
+		return err
 	})
 }
 
@@ -125,7 +173,7 @@ func copyFile(src, dst string, info fs.FileInfo) error {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, info.Mode().Perm())
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, info.Mode().Perm()|0o600)
 	if err != nil {
 		return err
 	}
