@@ -447,6 +447,8 @@ for i in 1 2 3 4 5 6 7 8 9 10; do n=$(pgrep -c -f "^sleep %[1]s"); [ "$n" -ge 3 
 echo READY $n`, marker)
 				if how == "kill" {
 					script += "\nsleep 300"
+				} else {
+					script += "\nread _; exit 0" // exit once the host has counted the sleepers
 				}
 				spec := shSpec(t, level, script)
 				c, err := Command(context.Background(), spec)
@@ -456,6 +458,8 @@ echo READY $n`, marker)
 				defer c.Cleanup()
 				pr, pw := io.Pipe()
 				c.Stdout = pw
+				stdin, release := io.Pipe()
+				c.Stdin = stdin
 				if err := c.Start(); err != nil {
 					t.Fatal(err)
 				}
@@ -471,7 +475,10 @@ echo READY $n`, marker)
 					if err := c.Kill(); err != nil {
 						t.Fatal(err)
 					}
+				} else {
+					release.Write([]byte("\n"))
 				}
+				release.Close()
 				werr := c.Wait()
 				pw.Close()
 				if werr != nil {
@@ -483,6 +490,9 @@ echo READY $n`, marker)
 				o := c.Outcome()
 				if how == "kill" && o.Ending != EndedCancelled {
 					t.Fatalf("want cancelled: %+v", o)
+				}
+				if how == "exit" && (o.Ending != EndedExit || o.ExitCode != 0) {
+					t.Fatalf("want a clean exit: %+v", o)
 				}
 			})
 		}
