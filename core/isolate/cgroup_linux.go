@@ -14,8 +14,7 @@ import (
 	"time"
 )
 
-// cgroupRoot is where cgroup filesystems are looked for; tests may point it
-// at a fake tree.
+// The files cgroup discovery reads; tests point them at fakes.
 var (
 	procSelfCgroup    = "/proc/self/cgroup"
 	procSelfMountinfo = "/proc/self/mountinfo"
@@ -280,7 +279,7 @@ func readPids(dir string) []int {
 	return pids
 }
 
-// killAll SIGKILLs every process in the run's cgroups until they are empty
+// killCgroupDirs SIGKILLs every process in the run's cgroups until they are empty
 // (a fork racing the sweep is caught on the next pass) or the deadline passes.
 // It returns how many processes it signalled.
 func killCgroupDirs(dirs []string, deadline time.Duration) (int, error) {

@@ -39,17 +39,52 @@
 // status, and no helper mode has to be wired into every binary that imports
 // this package. The cost is one sh exec (about 1 ms).
 //
-// # Working directory and its size cap
+// # Running as root
 //
-// See Spec.Dir and Spec.DiskBytes. Without DiskBytes the program works in
-// Spec.Dir itself. With DiskBytes, Command copies Spec.Dir into a fresh tmpfs
-// of that size, the program works there, and Wait mirrors the result back
-// into Spec.Dir (regular files and directories only; symlinks, fifos and
-// devices the program made are not copied back, so reading Spec.Dir after a
-// run never follows a link the program planted). The total the program can
-// write is the cap, not only each file. tmpfs pages count toward the memory
-// cgroup too, so keep DiskBytes below MemoryBytes or a full disk may end as
-// memory_limit.
+// bwrap started by root (without setuid) maps the sandbox's uid to host uid
+// 0: no capabilities, but still root for every check that compares uids. On
+// this project's CI host such a sandbox rewrote the host's
+// /proc/sys/kernel/core_pattern. So when the caller is root, the sandbox is
+// started through setpriv(1) as host uid 65534 (after the shim's rlimits and
+// cgroups are set: root there lacks CAP_SYS_RESOURCE, so prlimit(2) on a
+// process of another uid fails). Everything bwrap binds must then be
+// reachable by uid 65534: Spec.ReadOnlyPaths are bind-mounted read-only under
+// a private traversable directory first (pyenv keeps Python under /root,
+// mode 0700), and the working directory is always a private copy owned by
+// 65534 (below). TMPDIR must be traversable by others (/tmp is).
+//
+// # Working directory contract
+//
+// The caller puts the program's input files in Spec.Dir before Start and
+// reads what the program produced from Spec.Dir after Wait returns. Whether
+// the program worked in Spec.Dir itself or in a private copy is invisible to
+// the caller, with one rule: only regular files and directories come back.
+//
+//   - LevelNone and LevelProcess without DiskBytes, and LevelNamespace when
+//     the caller is not root and sets no DiskBytes: the program works in
+//     Spec.Dir itself (bound at /workspace under LevelNamespace).
+//   - Otherwise Start copies Spec.Dir (directories, regular files, symlinks as
+//     links) into a private directory: a tmpfs of exactly DiskBytes when
+//     DiskBytes is set (the total the program can write, not only each file),
+//     a plain directory otherwise; owned by uid 65534 for a root caller's
+//     sandbox. Wait mirrors it back into Spec.Dir: new and changed regular
+//     files are written, directories created, and files and directories the
+//     program removed are removed. Symlinks, fifos and devices the program
+//     made are not copied back, and the copy goes through os.Root, so a link
+//     the program planted can never make Wait write or delete outside
+//     Spec.Dir, and reading Spec.Dir afterwards never follows such a link.
+//     Inputs larger than DiskBytes fail Start with an error that says so.
+//
+// tmpfs pages count toward the memory cgroup too, so keep DiskBytes below
+// MemoryBytes or a full disk may end as memory_limit. Mounting the tmpfs
+// needs root (CAP_SYS_ADMIN); without it DiskBytes is an error, not ignored.
+//
+// # What Outcome can and cannot tell
+//
+// bwrap reports a program killed by signal N as exit status 128+N, so under
+// LevelNamespace a program that calls exit(128+N) itself is reported as
+// killed by signal N. Timeouts are the context's deadline; output limits are
+// the caller's (it owns the pipes).
 package isolate
 
 import (
