@@ -152,9 +152,11 @@ type Cmd struct {
 	mu        sync.Mutex
 	started   bool
 	waited    bool
+	reaped    bool // the main process has been (or is being) reaped: never signal its pid again
 	killedBy  Ending
 	exitedAt  time.Time
 	exited    chan struct{}
+	waitDone  chan struct{} // closed when Wait has finished (or Start failed)
 	waitErr   error
 	outcome   Outcome
 	leftovers int
@@ -259,10 +261,16 @@ func (c *Cmd) Start() (err error) {
 		return errors.New("isolate: Start called twice")
 	}
 	c.started = true
+	c.waitDone = make(chan struct{})
 	c.mu.Unlock()
 	defer func() {
 		if err != nil {
 			c.release()
+			c.mu.Lock()
+			c.waited, c.reaped = true, true // nothing left to wait for or kill
+			c.waitErr = err
+			c.mu.Unlock()
+			close(c.waitDone)
 		}
 	}()
 	spec := &c.spec
@@ -588,6 +596,10 @@ func (c *Cmd) Kill() error {
 
 func (c *Cmd) kill(reason Ending) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reaped || c.cmd == nil || c.cmd.Process == nil {
+		return // not started, or the pid and its group id may belong to someone else by now
+	}
 	select {
 	case <-c.exited:
 	default:
@@ -595,11 +607,14 @@ func (c *Cmd) kill(reason Ending) {
 			c.killedBy = reason
 		}
 	}
-	c.mu.Unlock()
-	c.killTree()
+	c.killTreeLocked()
 }
 
-func (c *Cmd) killTree() {
+// killTreeLocked kills the process group and every process in the run's
+// cgroups. Called with c.mu held and before the main process is reaped (a
+// zombie still holds its pid and process group id, so neither can have been
+// reused).
+func (c *Cmd) killTreeLocked() {
 	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 	if c.cg != nil {
 		_, _ = killCgroupDirs(c.cg.paths(), 5*time.Second)
@@ -619,13 +634,16 @@ func (c *Cmd) Wait() error {
 	}
 	if c.waited {
 		c.mu.Unlock()
+		<-c.waitDone
 		return c.waitErr
 	}
 	c.waited = true
 	c.mu.Unlock()
+	defer close(c.waitDone)
 
 	<-c.exited
 	pid := c.cmd.Process.Pid
+	c.mu.Lock()
 	if c.cg != nil {
 		for _, d := range c.cg.paths() {
 			for _, p := range readPids(d) {
@@ -635,7 +653,9 @@ func (c *Cmd) Wait() error {
 			}
 		}
 	}
-	c.killTree()
+	c.killTreeLocked()
+	c.reaped = true
+	c.mu.Unlock()
 	werr := c.cmd.Wait()
 	var errs []error
 	var exitErr *exec.ExitError
@@ -720,14 +740,18 @@ func (c *Cmd) Cleanup() error {
 	c.mu.Lock()
 	started, waited := c.started, c.waited
 	c.mu.Unlock()
-	if started && !waited && c.cmd != nil && c.cmd.Process != nil {
-		c.kill(EndedCancelled)
-		return c.Wait()
+	if started {
+		if !waited {
+			c.kill(EndedCancelled)
+		}
+		return c.Wait() // or wait for the Wait already running
 	}
 	return c.release()
 }
 
 func (c *Cmd) release() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var errs []error
 	if c.cg != nil {
 		if err := c.cg.remove(); err != nil {
