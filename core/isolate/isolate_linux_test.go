@@ -479,10 +479,17 @@ echo READY $n`, marker)
 					release.Write([]byte("\n"))
 				}
 				release.Close()
+				waitStart := time.Now()
 				werr := c.Wait()
+				waited := time.Since(waitStart)
 				pw.Close()
 				if werr != nil {
 					t.Fatal(werr)
+				}
+				// The sleepers hold the stdout pipe: Wait returns promptly only
+				// because it killed them, not because os/exec gave up on the pipe.
+				if waited > time.Second {
+					t.Fatalf("Wait took %v", waited)
 				}
 				if left := withMarker(marker); len(left) != 0 {
 					t.Fatalf("%d processes survived: %v", len(left), left)
