@@ -132,7 +132,8 @@ type Spec struct {
 	// under /usr or under one of ReadOnlyPaths.
 	Argv []string
 	// Env is the program's whole environment; nothing of the caller's leaks
-	// in. Nil means DefaultEnv(workdir).
+	// in. Nil means DefaultEnv(the program's workdir), except under LevelNone,
+	// where nil inherits the caller's environment as os/exec does.
 	Env []string
 	// Dir is the working directory on the host. It must exist. It is the only
 	// place the program can write to (besides its private /tmp and /dev/shm
@@ -156,7 +157,10 @@ type Spec struct {
 	// never isolate the network.
 	AllowNetwork bool
 	// ExtraFiles become fd 3, 4, ... in the program, e.g. the runtime's own
-	// protocol pipes. No other descriptor of the caller is inherited.
+	// protocol pipes. No other descriptor of the caller is inherited: Start
+	// marks every descriptor of the calling process above stderr
+	// close-on-exec (Go opens its own that way already; this catches ones
+	// inherited from rlm's parent or opened by C code).
 	ExtraFiles []*os.File
 }
 
