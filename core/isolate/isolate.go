@@ -28,6 +28,17 @@
 // cannot do safely in a forked child of a multi-threaded runtime. Hand-rolled
 // clone/mount code would be more code to trust, not less.
 //
+// # Why libseccomp, generated ahead of time
+//
+// bwrap --seccomp takes a compiled classic-BPF program. It is generated from
+// seccomp_blocklist.txt by seccompgen with libseccomp (the reference
+// implementation used by systemd, runc and Flatpak, which gets the
+// architecture check, the x32 ABI and per-arch numbering right) and embedded
+// as bytes, so building rlm needs neither cgo nor libseccomp; a test fails
+// when the list changes without regenerating. The pure-Go alternative
+// (elastic/go-seccomp-bpf) was not available from the module proxy here, and
+// hand-written BPF is exactly the kind of code not to trust.
+//
 // # Why a /bin/sh shim, stopped, instead of prlimit or a re-exec helper
 //
 // Go's os/exec has no hook between fork and exec, and cgroup v1 (this
@@ -78,6 +89,22 @@
 // tmpfs pages count toward the memory cgroup too, so keep DiskBytes below
 // MemoryBytes or a full disk may end as memory_limit. Mounting the tmpfs
 // needs root (CAP_SYS_ADMIN); without it DiskBytes is an error, not ignored.
+//
+// # Known limits
+//
+//   - LevelProcess runs the program as the caller's uid (root, if rlm runs as
+//     root) with the host filesystem visible; only LevelNamespace hides it.
+//   - AllowNetwork shares the host's network namespace, which includes the
+//     host's abstract unix sockets; the peer sees uid 65534 (or the caller's
+//     uid), never root.
+//   - Without cgroups, memory falls back to RLIMIT_AS (blind to shared
+//     memory) and processes to RLIMIT_NPROC (ignored for root, and shared by
+//     all processes of the uid); Outcome.Enforced says so. A setsid daemon can
+//     then outlive a LevelProcess run; under LevelNamespace it cannot (the pid
+//     namespace dies with bwrap).
+//   - The rlm process's death kills the started process through
+//     PR_SET_PDEATHSIG, which the kernel ties to the OS thread that forked it;
+//     Go keeps that thread unless a goroutine exits while locked to it.
 //
 // # What Outcome can and cannot tell
 //
