@@ -236,7 +236,8 @@ func (c *Cmd) Workdir() string {
 }
 
 // HostWorkdir is where the program's working directory lives on the host
-// while it runs: Spec.Dir, or the size-capped tmpfs when DiskBytes is set.
+// while it runs: Spec.Dir, or the private copy (see the package doc). Valid
+// after Start; the copy is gone after Wait.
 func (c *Cmd) HostWorkdir() string {
 	if c.workdir != "" {
 		return c.workdir
