@@ -755,10 +755,12 @@ func (c *Cmd) release() error {
 	defer c.mu.Unlock()
 	var errs []error
 	if c.cg != nil {
-		if err := c.cg.remove(); err != nil {
+		// Kill first, but remove the cgroups last: unmounting the workspace
+		// frees its tmpfs pages while they are still charged to the run's
+		// memory cgroup, so no offline cgroup lingers holding them.
+		if _, err := killCgroupDirs(c.cg.paths(), 5*time.Second); err != nil {
 			errs = append(errs, err)
 		}
-		c.cg = nil
 	}
 	if c.ws != nil {
 		if err := c.ws.remove(); err != nil {
@@ -771,6 +773,12 @@ func (c *Cmd) release() error {
 			errs = append(errs, err)
 		}
 		c.st = nil
+	}
+	if c.cg != nil {
+		if err := c.cg.remove(); err != nil {
+			errs = append(errs, err)
+		}
+		c.cg = nil
 	}
 	return errors.Join(errs...)
 }
