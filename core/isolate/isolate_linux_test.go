@@ -820,3 +820,38 @@ func TestSandboxIsNotHostRoot(t *testing.T) {
 	c.Wait()
 	pw.Close()
 }
+
+// Per-file size and open-file rlimits hold; the same program under the limit
+// succeeds.
+func TestFileRlimits(t *testing.T) {
+	code := "import sys\nn = int(sys.argv[1])\nopen('f.bin', 'wb').write(b'x' * n)\nprint('WROTE', n, flush=True)\nfs = []\ntry:\n    for i in range(int(sys.argv[2])): fs.append(open('f.bin'))\n    print('OPENED', len(fs))\nexcept OSError as e:\n    print('EMFILE', len(fs), e.errno)\n"
+	for _, level := range limitedLevels {
+		t.Run(string(level), func(t *testing.T) {
+			requireLevel(t, level)
+			spec := pySpec(t, level, code)
+			spec.FileSizeBytes, spec.OpenFiles = 1<<20, 64
+			spec.Argv = append(spec.Argv, "524288", "10")
+			r := run(t, spec)
+			if !strings.Contains(r.stdout, "WROTE 524288") || !strings.Contains(r.stdout, "OPENED 10") || r.out.ExitCode != 0 {
+				t.Fatalf("twin under the limits failed:\n%s", r)
+			}
+			spec.Argv[len(spec.Argv)-2], spec.Argv[len(spec.Argv)-1] = "524288", "200"
+			r = run(t, spec)
+			mustToken(t, r, "WROTE")
+			if !strings.Contains(r.stdout, "EMFILE") || strings.Contains(r.stdout, "OPENED") {
+				t.Fatalf("open-file limit did not hold:\n%s", r)
+			}
+			spec.Argv[len(spec.Argv)-2] = "2097152"
+			r = run(t, spec)
+			// CPython ignores SIGXFSZ, so the write fails with EFBIG instead.
+			if strings.Contains(r.stdout, "WROTE") || r.out.ExitCode == 0 || !strings.Contains(r.stderr, "File too large") {
+				t.Fatalf("file-size limit did not hold:\n%s", r)
+			}
+			if fi, err := os.Stat(filepath.Join(spec.Dir, "f.bin")); err != nil {
+				t.Fatal(err)
+			} else if fi.Size() > 1<<20 {
+				t.Fatalf("f.bin has %d bytes, limit %d", fi.Size(), 1<<20)
+			}
+		})
+	}
+}
