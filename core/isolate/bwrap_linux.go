@@ -31,8 +31,9 @@ var rootLinks = []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 
 // bwrapPlan is a bwrap command line plus the data it reads from descriptors.
 type bwrapPlan struct {
-	args  []string
-	files []string // data for each descriptor the args name, in fd order
+	args   []string
+	files  []string // data for each descriptor the args name, in fd order
+	infoFD int      // the --info-fd descriptor, numbered after files
 }
 
 // planBwrap builds the bwrap arguments. firstFD is the descriptor number the
@@ -101,6 +102,10 @@ func planBwrap(bwrap string, spec *Spec, workdir string, st *stage, firstFD int,
 	add("--bind", workdir, SandboxWorkdir, "--chdir", SandboxWorkdir,
 		"--remount-ro", "/")
 	add("--seccomp", addData(string(seccomp)))
+	// bwrap writes the host pid of the sandbox's pid 1 here; the descriptor
+	// comes right after the data files.
+	p.infoFD = fd
+	add("--info-fd", strconv.Itoa(fd))
 	add("--")
 	add(spec.Argv...)
 	return p, nil

@@ -6,8 +6,7 @@
 //   - LevelNone: a plain child process in its own process group. Limits are
 //     not enforced; Kill still kills the whole group.
 //   - LevelProcess: its own process group, rlimits (CPU seconds, open files,
-//     file size, processes, and address space when no memory cgroup is
-//     available), a scrubbed environment, a private working directory, and
+//     file size, and processes and data size when no cgroup is available), a scrubbed environment, a private working directory, and
 //     memory/pids cgroups when the host offers them (Outcome.Enforced says
 //     which mechanism held which limit).
 //   - LevelNamespace (Linux): everything above, run by bubblewrap inside new
@@ -97,7 +96,7 @@
 //   - AllowNetwork shares the host's network namespace, which includes the
 //     host's abstract unix sockets; the peer sees uid 65534 (or the caller's
 //     uid), never root.
-//   - Without cgroups, memory falls back to RLIMIT_AS (blind to shared
+//   - Without cgroups, memory falls back to RLIMIT_DATA (blind to shared
 //     memory) and processes to RLIMIT_NPROC (ignored for root, and shared by
 //     all processes of the uid); Outcome.Enforced says so. A setsid daemon can
 //     then outlive a LevelProcess run; under LevelNamespace it cannot (the pid
@@ -171,8 +170,8 @@ type Spec struct {
 	// at the same path under LevelNamespace. /usr is always exposed.
 	ReadOnlyPaths []string
 
-	MemoryBytes   int64 // cgroup memory (and swap) limit; RLIMIT_AS if no memory cgroup
-	MaxProcesses  int64 // cgroup pids.max, and RLIMIT_NPROC
+	MemoryBytes   int64 // cgroup memory (and swap) limit; RLIMIT_DATA if no memory cgroup
+	MaxProcesses  int64 // cgroup pids.max; RLIMIT_NPROC if no pids cgroup
 	CPUSeconds    int64 // RLIMIT_CPU: SIGXCPU, then SIGKILL a second later
 	FileSizeBytes int64 // RLIMIT_FSIZE, per file
 	DiskBytes     int64 // total size of the working directory (tmpfs), see package doc

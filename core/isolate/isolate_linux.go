@@ -3,6 +3,7 @@ package isolate
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -98,7 +99,7 @@ func namespaceAvailable() error {
 	}
 	defer os.RemoveAll(dir)
 	var stderr bytes.Buffer
-	c := &Cmd{Stderr: &stderr, spec: Spec{Level: LevelNamespace, Argv: []string{"/usr/bin/true"}, Dir: dir}, ctx: context.Background(), probe: true}
+	c := &Cmd{Stderr: &stderr, spec: Spec{Level: LevelNamespace, Argv: []string{"/usr/bin/true"}, Dir: dir}, ctx: context.Background(), probe: true, initFD: -1}
 	if err := c.Run(); err != nil {
 		return fmt.Errorf("bubblewrap cannot start a sandbox here: %v", err)
 	}
@@ -142,6 +143,8 @@ type Cmd struct {
 	probe bool // Available's own probe: skip the Available check
 
 	cmd      *exec.Cmd
+	info     *os.File // read end of bwrap's --info-fd, until the sandbox's pid 1 is known
+	initFD   int      // pidfd of the sandbox's pid 1, or -1
 	cg       *runCgroups
 	ws       *workspace
 	st       *stage
@@ -174,7 +177,7 @@ func Command(ctx context.Context, spec Spec) (*Cmd, error) {
 	if err := Available(spec.Level); err != nil {
 		return nil, err
 	}
-	return &Cmd{spec: spec, ctx: ctx}, nil
+	return &Cmd{spec: spec, ctx: ctx, initFD: -1}, nil
 }
 
 func checkSpec(spec *Spec) error {
@@ -266,6 +269,10 @@ func (c *Cmd) Start() (err error) {
 	c.mu.Unlock()
 	defer func() {
 		if err != nil {
+			if c.info != nil {
+				c.info.Close()
+				c.info = nil
+			}
 			c.release()
 			c.mu.Lock()
 			c.waited, c.reaped = true, true // nothing left to wait for or kill
@@ -355,6 +362,13 @@ func (c *Cmd) Start() (err error) {
 			defer r.Close() // the child has its copy once started
 			cmd.ExtraFiles = append(cmd.ExtraFiles, r)
 		}
+		ir, iw, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		defer iw.Close()
+		c.info = ir
+		cmd.ExtraFiles = append(cmd.ExtraFiles, iw)
 		argv = plan.args
 		cmd.Dir = "/"
 		if asNobody {
@@ -396,9 +410,65 @@ func (c *Cmd) Start() (err error) {
 			return err
 		}
 	}
+	if c.info != nil {
+		iw := cmd.ExtraFiles[len(cmd.ExtraFiles)-1]
+		iw.Close() // only bwrap holds the write end now: EOF if it dies first
+		c.watchSandboxInit()
+	}
 	go c.watchExit(pid)
 	go c.watchContext()
 	return nil
+}
+
+// watchSandboxInit reads the host pid of the sandbox's pid 1 from bwrap's
+// --info-fd and holds a pidfd for it. When the caller kills bwrap, that
+// process dies only afterwards (PR_SET_PDEATHSIG), and the pid namespace with
+// it; Wait waits on the pidfd so that no sandboxed process outlives Wait even
+// without cgroups. Any failure here leaves c.initFD at -1 and the cgroup kill
+// as the only sweep.
+func (c *Cmd) watchSandboxInit() {
+	c.initFD = -1
+	defer func() {
+		c.info.Close()
+		c.info = nil
+	}()
+	var info struct {
+		ChildPid int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(c.info).Decode(&info); err != nil || info.ChildPid <= 0 {
+		return
+	}
+	// The pid cannot have been reused yet: bwrap, its parent, has not reaped it.
+	fd, _, errno := syscall.Syscall(sysPidfdOpen, uintptr(info.ChildPid), 0, 0)
+	if errno == 0 {
+		c.initFD = int(fd)
+	}
+}
+
+const (
+	sysPidfdOpen       = 434 // same number on every architecture
+	sysPidfdSendSignal = 424
+)
+
+// waitSandboxInit waits (up to d) until the sandbox's pid 1, and so its pid
+// namespace, is gone, and releases the pidfd.
+func (c *Cmd) waitSandboxInit(d time.Duration) {
+	if c.initFD < 0 {
+		return
+	}
+	fds := []struct {
+		fd             int32
+		events, revent int16
+	}{{int32(c.initFD), 0x1 /* POLLIN */, 0}}
+	ts := syscall.NsecToTimespec(int64(d))
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		if errno != syscall.EINTR {
+			break
+		}
+	}
+	syscall.Close(c.initFD)
+	c.initFD = -1
 }
 
 // constrain waits for the shim to stop, puts it in the run's cgroups, sets
@@ -486,8 +556,12 @@ func setRlimits(pid int, spec *Spec, memCgroup, pidsCgroup bool) ([]string, erro
 		lims = append(lims, lim{"nproc", rlimitNPROC, spec.MaxProcesses, spec.MaxProcesses})
 	}
 	if spec.MemoryBytes > 0 && !memCgroup {
-		// Per process and blind to shared memory: the fallback, and Enforced says so.
-		lims = append(lims, lim{"as", syscall.RLIMIT_AS, spec.MemoryBytes, spec.MemoryBytes})
+		// The fallback, per process and blind to shared memory; Enforced says
+		// so. RLIMIT_DATA rather than RLIMIT_AS: it counts private writable
+		// memory but not address space merely reserved, which node's V8
+		// reserves by the gigabyte ("Failed to reserve virtual memory for
+		// CodeRange" under a 512 MiB RLIMIT_AS).
+		lims = append(lims, lim{"data", syscall.RLIMIT_DATA, spec.MemoryBytes, spec.MemoryBytes})
 	}
 	for _, l := range lims {
 		if err := prlimit(pid, l.resource, uint64(l.cur), uint64(l.max)); err != nil {
@@ -498,7 +572,7 @@ func setRlimits(pid int, spec *Spec, memCgroup, pidsCgroup bool) ([]string, erro
 		}
 	}
 	if spec.MemoryBytes > 0 && !memCgroup {
-		enforced = append(enforced, "memory=rlimit-as(does not cover shared memory)")
+		enforced = append(enforced, "memory=rlimit-data(does not cover shared memory)")
 	}
 	return enforced, nil
 }
@@ -617,6 +691,10 @@ func (c *Cmd) kill(reason Ending) {
 // reused).
 func (c *Cmd) killTreeLocked() {
 	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	if c.initFD >= 0 {
+		// Do not wait for PR_SET_PDEATHSIG to reach it after bwrap dies.
+		syscall.Syscall6(sysPidfdSendSignal, uintptr(c.initFD), uintptr(syscall.SIGKILL), 0, 0, 0, 0)
+	}
 	if c.cg != nil {
 		_, _ = killCgroupDirs(c.cg.paths(), 5*time.Second)
 	}
@@ -657,6 +735,7 @@ func (c *Cmd) Wait() error {
 	c.killTreeLocked()
 	c.reaped = true
 	c.mu.Unlock()
+	c.waitSandboxInit(5 * time.Second)
 	werr := c.cmd.Wait()
 	var errs []error
 	var exitErr *exec.ExitError

@@ -435,10 +435,29 @@ func TestNetwork(t *testing.T) {
 // and after a normal exit.
 func TestNoSurvivors(t *testing.T) {
 	requireCgroups(t)
+	type variant struct {
+		level Level
+		how   string
+		noCG  bool // as on a host without cgroups: the pid namespace alone must do it
+	}
+	var variants []variant
 	for _, level := range limitedLevels {
 		for _, how := range []string{"kill", "exit"} {
-			t.Run(string(level)+"/"+how, func(t *testing.T) {
+			variants = append(variants, variant{level, how, false})
+		}
+	}
+	variants = append(variants, variant{LevelNamespace, "kill", true}, variant{LevelNamespace, "exit", true})
+	for _, v := range variants {
+		level, how := v.level, v.how
+		name := string(level) + "/" + how
+		if v.noCG {
+			name += "/without-cgroups"
+		}
+		{
+			t.Run(name, func(t *testing.T) {
 				requireLevel(t, level)
+				noCgroupsForTest = v.noCG
+				defer func() { noCgroupsForTest = false }()
 				marker := fmt.Sprintf("300.%d%d", os.Getpid(), time.Now().UnixNano()%100000)
 				script := fmt.Sprintf(`sleep %[1]s &
 setsid sleep %[1]s &
@@ -492,7 +511,12 @@ echo READY $n`, marker)
 					t.Fatalf("Wait took %v", waited)
 				}
 				if left := withMarker(marker); len(left) != 0 {
-					t.Fatalf("%d processes survived: %v", len(left), left)
+					var info []string
+					for _, p := range left {
+						st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
+						info = append(info, string(st))
+					}
+					t.Fatalf("%d processes survived: %v\n%s", len(left), left, strings.Join(info, "\n"))
 				}
 				o := c.Outcome()
 				if how == "kill" && o.Ending != EndedCancelled {
@@ -592,6 +616,9 @@ func TestWorkdirSyncContract(t *testing.T) {
 	for _, level := range limitedLevels {
 		t.Run(string(level), func(t *testing.T) {
 			requireLevel(t, level)
+			if os.Geteuid() != 0 {
+				t.Skip("the copy-in/copy-back path needs the capped tmpfs, which needs root")
+			}
 			outside := t.TempDir()
 			spec := shSpec(t, level, `set -e
 cat keep.txt; echo changed > change.txt; rm gone.txt; rm -r gonedir
