@@ -335,10 +335,7 @@ func (c *Cmd) Start() (err error) {
 	}
 	var argv []string
 	switch spec.Level {
-	case LevelNone:
-		argv = spec.Argv
-		cmd.Dir = c.workdir
-	case LevelProcess:
+	case LevelNone, LevelProcess:
 		argv = spec.Argv
 		cmd.Dir = c.workdir
 	case LevelNamespace:
