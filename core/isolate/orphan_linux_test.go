@@ -1,0 +1,101 @@
+package isolate
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// When the process that started a run dies (SIGKILL, no Cleanup), the run
+// dies with it: PR_SET_PDEATHSIG on the started process, and bwrap's
+// --die-with-parent inside. Leftover cgroups are swept by the next process
+// that uses the package.
+func TestRunDiesWithCaller(t *testing.T) {
+	if os.Getenv("RLM_ISOLATE_ORPHAN_HELPER") != "" {
+		orphanHelper()
+		return
+	}
+	for _, level := range limitedLevels {
+		t.Run(string(level), func(t *testing.T) {
+			requireLevel(t, level)
+			marker := fmt.Sprintf("300.%d%d", os.Getpid(), time.Now().UnixNano()%100000)
+			helper := exec.Command(os.Args[0], "-test.run", "^TestRunDiesWithCaller$")
+			helper.Env = append(os.Environ(), "RLM_ISOLATE_ORPHAN_HELPER="+string(level), "RLM_ISOLATE_MARKER="+marker)
+			out, err := helper.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			helper.Stderr = os.Stderr
+			if err := helper.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer helper.Process.Kill()
+			sc := bufio.NewScanner(out)
+			ready := false
+			for sc.Scan() {
+				if strings.HasPrefix(sc.Text(), "HELPER-READY") {
+					ready = true
+					break
+				}
+			}
+			if !ready {
+				t.Fatal("helper never started its run")
+			}
+			if !eventually(5*time.Second, func() bool { return len(withMarker(marker)) == 1 }) {
+				t.Fatalf("host sees %d sandboxed sleepers before the kill, want 1", len(withMarker(marker)))
+			}
+			helper.Process.Signal(syscall.SIGKILL)
+			helper.Wait()
+			if !eventually(5*time.Second, func() bool { return len(withMarker(marker)) == 0 }) {
+				t.Fatalf("run survived its caller: %v", withMarker(marker))
+			}
+			// A new run sweeps the dead caller's cgroups.
+			left := func() (n int) {
+				for _, c := range []string{"memory", "pids"} {
+					if parent, _, err := controllerParent(c); err == nil {
+						ents, _ := os.ReadDir(parent)
+						for _, e := range ents {
+							if strings.HasPrefix(e.Name(), fmt.Sprintf("rlm-isolate-%d-", helper.Process.Pid)) {
+								n++
+							}
+						}
+					}
+				}
+				return n
+			}
+			if left() == 0 {
+				t.Fatal("the killed caller left no cgroups: the sweep check would prove nothing")
+			}
+			sweepOnce = *new(sync.Once)
+			r := run(t, shSpec(t, level, "echo TOKEN"))
+			mustToken(t, r, "TOKEN")
+			if n := left(); n != 0 {
+				t.Fatalf("%d cgroups of the dead caller not swept", n)
+			}
+		})
+	}
+}
+
+func orphanHelper() {
+	level := Level(os.Getenv("RLM_ISOLATE_ORPHAN_HELPER"))
+	dir, _ := os.MkdirTemp("", "orphan-")
+	c, err := Command(context.Background(), Spec{Level: level, Argv: []string{"/bin/sh", "-c", "echo HELPER-READY; exec sleep " + os.Getenv("RLM_ISOLATE_MARKER")}, Dir: dir, MaxProcesses: 8, MemoryBytes: 64 << 20})
+	if err != nil {
+		fmt.Println("HELPER-ERROR", err)
+		os.Exit(1)
+	}
+	c.Stdout = os.Stdout
+	if err := c.Start(); err != nil {
+		fmt.Println("HELPER-ERROR", err)
+		os.Exit(1)
+	}
+	time.Sleep(200 * time.Millisecond) // let sh exec sleep
+	select {}                          // wait to be killed
+}

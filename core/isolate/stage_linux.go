@@ -1,0 +1,104 @@
+package isolate
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// sandboxHostUID is the host uid (and gid) a namespace sandbox runs as when
+// rlm runs as root. bwrap started by root without setuid maps the sandbox's
+// uid to the caller's, i.e. to host uid 0: no capabilities, but still root
+// for every check that compares uids (sysctl files in /proc/sys, root-only
+// /proc files, SO_PEERCRED, RLIMIT_NPROC). Measured on this project's CI
+// host: such a sandbox rewrote the host's kernel.core_pattern. So a root
+// caller starts bwrap as nobody instead; the sandbox then is nobody on the
+// host too.
+const sandboxHostUID = 65534
+
+// stage makes read-only paths reachable by the sandbox's unprivileged uid.
+// A runtime prefix under /root (pyenv) sits below a 0700 directory that uid
+// 65534 cannot traverse, so bwrap could not bind it. stage bind-mounts each
+// path read-only under a traversable private directory; bwrap binds from
+// there. Needs root, which is the only case where it is used.
+type stage struct {
+	base    string
+	sources map[string]string // requested path -> path bwrap binds from
+	mounts  []string
+}
+
+func newStage(paths []string) (*stage, error) {
+	st := &stage{sources: map[string]string{}}
+	if len(paths) == 0 {
+		return st, nil
+	}
+	base, err := os.MkdirTemp("", "rlm-isolate-ro-")
+	if err != nil {
+		return nil, err
+	}
+	st.base = base
+	if err := reachableBy(base, 0o711); err != nil {
+		st.remove()
+		return nil, err
+	}
+	for i, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			st.remove()
+			return nil, fmt.Errorf("read-only path: %w", err)
+		}
+		target := filepath.Join(base, strconv.Itoa(i))
+		if fi.IsDir() {
+			err = os.Mkdir(target, 0o755)
+		} else {
+			err = os.WriteFile(target, nil, 0o644)
+		}
+		if err != nil {
+			st.remove()
+			return nil, err
+		}
+		if err := syscall.Mount(p, target, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+			st.remove()
+			return nil, fmt.Errorf("expose %s to the sandbox user: bind mount: %w", p, err)
+		}
+		st.mounts = append(st.mounts, target)
+		if err := syscall.Mount("", target, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY|syscall.MS_NOSUID|syscall.MS_NODEV, ""); err != nil {
+			st.remove()
+			return nil, fmt.Errorf("expose %s to the sandbox user: remount read-only: %w", p, err)
+		}
+		st.sources[p] = target
+	}
+	return st, nil
+}
+
+func (st *stage) source(p string) string {
+	if s, ok := st.sources[p]; ok {
+		return s
+	}
+	return p
+}
+
+func (st *stage) remove() error {
+	if st == nil {
+		return nil
+	}
+	var errs []error
+	for i := len(st.mounts) - 1; i >= 0; i-- {
+		if err := syscall.Unmount(st.mounts[i], syscall.MNT_DETACH); err != nil {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", st.mounts[i], err))
+		}
+	}
+	st.mounts = nil
+	// Never RemoveAll over a bind that is still mounted: that would delete the
+	// runtime's own files.
+	if st.base != "" && len(errs) == 0 {
+		if err := os.RemoveAll(st.base); err != nil {
+			errs = append(errs, err)
+		}
+		st.base = ""
+	}
+	return errors.Join(errs...)
+}

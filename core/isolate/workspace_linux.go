@@ -1,0 +1,296 @@
+package isolate
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// workspace is a private copy of Spec.Dir that the program works in: a
+// size-capped tmpfs when size > 0, else a plain directory. The tmpfs is
+// mounted in the host's mount namespace (so it outlives the sandbox and can be
+// copied back), which needs CAP_SYS_ADMIN there. owner >= 0 makes the copy
+// belong to that uid/gid (the unprivileged host uid a root caller's sandbox
+// runs as).
+type workspace struct {
+	hostDir string // the caller's Spec.Dir
+	base    string // private temp dir holding the working directory
+	mnt     string // the program's working directory (tmpfs mount point when size > 0)
+	size    int64
+	owner   int
+	mounted bool
+}
+
+func newWorkspace(hostDir string, size int64, owner int) (*workspace, error) {
+	base, err := os.MkdirTemp("", "rlm-isolate-ws-")
+	if err != nil {
+		return nil, fmt.Errorf("private working directory: %w", err)
+	}
+	w := &workspace{hostDir: hostDir, base: base, mnt: filepath.Join(base, "w"), size: size, owner: owner}
+	if owner >= 0 {
+		// The sandbox's uid must reach w (traverse only; it cannot list base).
+		if err := reachableBy(base, 0o711); err != nil {
+			w.remove()
+			return nil, err
+		}
+	}
+	if err := os.Mkdir(w.mnt, 0o700); err != nil {
+		w.remove()
+		return nil, err
+	}
+	if size > 0 {
+		inodes := size / 1024
+		if inodes < 4096 {
+			inodes = 4096
+		}
+		opts := "size=" + strconv.FormatInt(size, 10) + ",nr_inodes=" + strconv.FormatInt(inodes, 10) + ",mode=0700"
+		if owner >= 0 {
+			opts += ",uid=" + strconv.Itoa(owner) + ",gid=" + strconv.Itoa(owner)
+		}
+		if err := syscall.Mount("tmpfs", w.mnt, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
+			w.remove()
+			return nil, fmt.Errorf("cannot cap the working directory's total size: mount tmpfs on %s: %w (this needs root, i.e. CAP_SYS_ADMIN in the host mount namespace; run rlm as root or set no disk limit)", w.mnt, err)
+		}
+		w.mounted = true
+	} else if owner >= 0 {
+		if err := os.Lchown(w.mnt, owner, owner); err != nil {
+			w.remove()
+			return nil, err
+		}
+	}
+	if err := copyTree(hostDir, w.mnt, owner); err != nil {
+		w.remove()
+		if errors.Is(err, syscall.ENOSPC) {
+			return nil, fmt.Errorf("the input files in %s do not fit in the working directory's size cap of %d bytes: %w", hostDir, size, err)
+		}
+		return nil, fmt.Errorf("copy input files into the working directory: %w", err)
+	}
+	return w, nil
+}
+
+// full reports whether the program filled the tmpfs (bytes or inodes).
+func (w *workspace) full() bool {
+	if !w.mounted {
+		return false
+	}
+	var st syscall.Statfs_t
+	if syscall.Statfs(w.mnt, &st) != nil {
+		return false
+	}
+	return int64(st.Bavail)*st.Bsize < 64<<10 || st.Ffree == 0
+}
+
+// remove unmounts the tmpfs and deletes the temp dir. It is idempotent.
+func (w *workspace) remove() error {
+	if w == nil {
+		return nil
+	}
+	var errs []error
+	if w.mounted {
+		if err := syscall.Unmount(w.mnt, 0); err != nil {
+			// Busy only if something still holds it open; detach so it goes
+			// away when that ends.
+			if err2 := syscall.Unmount(w.mnt, syscall.MNT_DETACH); err2 != nil {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", w.mnt, err2))
+			}
+		}
+		w.mounted = false
+	}
+	if w.base != "" {
+		if err := os.RemoveAll(w.base); err != nil {
+			errs = append(errs, err)
+		}
+		w.base = ""
+	}
+	return errors.Join(errs...)
+}
+
+// reachableBy chmods dir to mode and checks that every ancestor lets other
+// users traverse it, so a sandbox running as another uid can reach below it.
+func reachableBy(dir string, mode os.FileMode) error {
+	if err := os.Chmod(dir, mode); err != nil {
+		return err
+	}
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("the sandbox user (uid %d) cannot reach %s because %s is not searchable by others: set TMPDIR to a directory like /tmp, or chmod o+x %s", sandboxHostUID, dir, p, p)
+		}
+		if p == "/" {
+			return nil
+		}
+	}
+}
+
+// copyTree copies src into the existing directory dst: directories, regular
+// files and symlinks (as links), keeping permission bits and mtimes, and
+// giving each entry to owner when owner >= 0. It never follows a symlink.
+func copyTree(src, dst string, owner int) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			err = os.Mkdir(target, info.Mode().Perm()|0o700)
+		case d.Type().IsRegular():
+			err = copyFile(p, target, info)
+		case d.Type()&fs.ModeSymlink != 0:
+			var link string
+			if link, err = os.Readlink(p); err == nil {
+				err = os.Symlink(link, target)
+			}
+		default:
+			return nil // sockets, fifos, devices are not inputs
+		}
+		if err == nil && owner >= 0 {
+			err = os.Lchown(target, owner, owner)
+		}
+		return err
+	})
+}
+
+func copyFile(src, dst string, info fs.FileInfo) error {
+	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, info.Mode().Perm()|0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Chtimes(dst, info.ModTime(), info.ModTime())
+}
+
+// syncBack mirrors the program's working directory into the caller's Dir:
+// new and changed regular files are written, directories created, and
+// regular files and directories the program removed are removed. Symlinks,
+// fifos and devices the program created are not copied back, and every host
+// path is reached through os.Root, so a link planted by the program can
+// never make syncBack write or delete outside Dir.
+func (w *workspace) syncBack() error {
+	root, err := os.OpenRoot(w.hostDir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	// Pass 1: sandbox → host.
+	err = filepath.WalkDir(w.mnt, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(w.mnt, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		host, herr := root.Lstat(rel)
+		switch {
+		case d.IsDir():
+			if herr == nil && !host.IsDir() {
+				if err := root.RemoveAll(rel); err != nil {
+					return err
+				}
+				herr = fs.ErrNotExist
+			}
+			if herr != nil {
+				return root.Mkdir(rel, info.Mode().Perm()|0o700)
+			}
+			return nil
+		case d.Type().IsRegular():
+			if herr == nil && host.Mode().IsRegular() && host.Size() == info.Size() && host.ModTime().Equal(info.ModTime()) && host.Mode().Perm() == info.Mode().Perm() {
+				return nil // unchanged
+			}
+			if herr == nil && !host.Mode().IsRegular() {
+				if err := root.RemoveAll(rel); err != nil {
+					return err
+				}
+			}
+			return copyIntoRoot(root, p, rel, info)
+		default:
+			// The program replaced a file or directory by something we do
+			// not copy back: the old one is gone, so remove it on the host.
+			if herr == nil && (host.Mode().IsRegular() || host.IsDir()) {
+				return root.RemoveAll(rel)
+			}
+			return nil
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("copy results back to %s: %w", w.hostDir, err)
+	}
+	// Pass 2: remove what the program deleted.
+	err = filepath.WalkDir(w.hostDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(w.hostDir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		if _, err := os.Lstat(filepath.Join(w.mnt, rel)); errors.Is(err, fs.ErrNotExist) {
+			if err := root.RemoveAll(rel); err != nil {
+				return err
+			}
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("remove deleted files from %s: %w", w.hostDir, err)
+	}
+	return nil
+}
+
+func copyIntoRoot(root *os.Root, src, rel string, info fs.FileInfo) error {
+	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, info.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	if err := root.Chmod(rel, info.Mode().Perm()); err != nil {
+		return err
+	}
+	return root.Chtimes(rel, info.ModTime(), info.ModTime())
+}
