@@ -1,6 +1,7 @@
 package pyodide
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"errors"
@@ -299,7 +300,15 @@ func TestMissingAndCorruptBinary(t *testing.T) {
 	dir := t.TempDir()
 	corrupt := filepath.Join(dir, "python.wasm")
 	os.WriteFile(corrupt, []byte("\x00asm\x01\x00\x00\x00garbage"), 0o644)
-	os.WriteFile(filepath.Join(dir, "python311.zip"), []byte("PK"), 0o644)
+	badZip := filepath.Join(dir, "python311.zip")
+	os.WriteFile(badZip, []byte("PK"), 0o644)
+	_, err = New(context.Background(), Options{WasmPath: corrupt, CacheDir: "-"})
+	if err == nil || !strings.Contains(err.Error(), badZip) || !strings.Contains(err.Error(), "make wasm") {
+		t.Fatalf("corrupt stdlib: err = %v", err)
+	}
+	var zw bytes.Buffer
+	zip.NewWriter(&zw).Close()
+	os.WriteFile(badZip, zw.Bytes(), 0o644)
 	_, err = New(context.Background(), Options{WasmPath: corrupt, CacheDir: "-"})
 	if err == nil || !strings.Contains(err.Error(), corrupt) || !strings.Contains(err.Error(), "make wasm") {
 		t.Fatalf("corrupt binary: err = %v", err)

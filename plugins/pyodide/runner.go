@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/fuel"
+	"github.com/rlmkit/rlm/plugins/pyodide/internal/memfs"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -72,6 +73,10 @@ type Options struct {
 	CacheDir string
 	// Logger receives execution and security events. Default: slog.Default().
 	Logger *slog.Logger
+
+	// noFuel skips instrumentation; only the benchmarks use it, to measure
+	// what metering costs. Such a runner has neither fuel nor timeouts.
+	noFuel bool
 }
 
 // Runner holds one compiled python.wasm and runs programs in fresh instances
@@ -80,10 +85,11 @@ type Options struct {
 type Runner struct {
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
-	stdlib   []byte
+	stdlib   *memfs.Zip
 	log      *slog.Logger
 	source   string // where python.wasm came from, for messages
 	cacheDir string
+	noFuel   bool
 
 	mu     sync.Mutex
 	closed bool
@@ -106,9 +112,13 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	stdlib, err := loadStdlib(opts.StdlibPath, opts.WasmPath)
+	stdlibZip, stdlibSource, err := loadStdlib(opts.StdlibPath, opts.WasmPath)
 	if err != nil {
 		return nil, err
+	}
+	stdlib, err := memfs.NewZip(stdlibZip)
+	if err != nil {
+		return nil, fmt.Errorf("pyodide: %s is unreadable: %w; rebuild it with %s", stdlibSource, err, BuildCommand)
 	}
 
 	cacheDir := opts.CacheDir
@@ -121,7 +131,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		cacheDir = ""
 	}
 
-	if !fuel.IsInstrumented(wasm) {
+	if !fuel.IsInstrumented(wasm) && !opts.noFuel {
 		wasm, err = instrumentCached(wasm, cacheDir, log)
 		if err != nil {
 			return nil, fmt.Errorf("pyodide: %s: %w; rebuild it with %s", source, err, BuildCommand)
@@ -155,7 +165,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		return nil, fmt.Errorf("pyodide: %s has no _start export (not a WASI command module); rebuild it with %s", source, BuildCommand)
 	}
 	log.Debug("pyodide: module ready", "source", source, "compile_ms", time.Since(start).Milliseconds())
-	return &Runner{rt: rt, compiled: compiled, stdlib: stdlib, log: log, source: source, cacheDir: cacheDir}, nil
+	return &Runner{rt: rt, compiled: compiled, stdlib: stdlib, log: log, source: source, cacheDir: cacheDir, noFuel: opts.noFuel}, nil
 }
 
 // Close releases the compiled module and the runtime. Runs in progress fail.
@@ -191,25 +201,25 @@ func loadWasm(path string) ([]byte, string, error) {
 	return b, path, nil
 }
 
-func loadStdlib(path, wasmPath string) ([]byte, error) {
+func loadStdlib(path, wasmPath string) ([]byte, string, error) {
 	if path == "" && wasmPath != "" {
 		path = filepath.Join(filepath.Dir(wasmPath), "python311.zip")
 	}
 	if path == "" {
 		b, err := embeddedAsset("python311.zip")
 		if err != nil {
-			return nil, fmt.Errorf("pyodide: this binary has no embedded python311.zip: build it with %s and rebuild: %w", BuildCommand, err)
+			return nil, "", fmt.Errorf("pyodide: this binary has no embedded python311.zip: build it with %s and rebuild: %w", BuildCommand, err)
 		}
-		return b, nil
+		return b, "embedded python311.zip", nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("pyodide: standard library zip not found at %s: build it with %s: %w", path, BuildCommand, err)
+			return nil, "", fmt.Errorf("pyodide: standard library zip not found at %s: build it with %s: %w", path, BuildCommand, err)
 		}
-		return nil, fmt.Errorf("pyodide: reading the standard library: %w", err)
+		return nil, "", fmt.Errorf("pyodide: reading the standard library: %w", err)
 	}
-	return b, nil
+	return b, path, nil
 }
 
 // instrumentVersion changes whenever internal/fuel changes its output, so a

@@ -5,9 +5,11 @@
 package memfs
 
 import (
+	"archive/zip"
 	"bytes"
 	"io"
 	"io/fs"
+	"path"
 	"sort"
 	"time"
 )
@@ -94,4 +96,37 @@ func (d *dir) ReadDir(n int) ([]fs.DirEntry, error) {
 	}
 	d.pos += len(rest)
 	return out, nil
+}
+
+// Zip serves the contents of a zip archive as a read-only tree. Each file is
+// inflated on open, so the guest gets a seekable file and Python's own
+// zipimport (pure Python, which parses the whole central directory at every
+// start) is not needed: the path finder lists a directory in C instead.
+type Zip struct{ r *zip.Reader }
+
+// NewZip opens the archive b.
+func NewZip(b []byte) (*Zip, error) {
+	r, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		return nil, err
+	}
+	return &Zip{r: r}, nil
+}
+
+// Open implements fs.FS.
+func (z *Zip) Open(name string) (fs.File, error) {
+	f, err := z.r.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil || st.IsDir() {
+		return f, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+	}
+	return &file{Reader: bytes.NewReader(b), info: info{name: path.Base(name), size: int64(len(b))}}, nil
 }
