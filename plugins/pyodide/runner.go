@@ -224,7 +224,7 @@ func loadStdlib(path, wasmPath string) ([]byte, string, error) {
 
 // instrumentVersion changes whenever internal/fuel changes its output, so a
 // cached instrumented module is never stale.
-const instrumentVersion = "fuel-v1"
+const instrumentVersion = "fuel-v2"
 
 // instrumentCached adds fuel metering, reusing an earlier result from
 // cacheDir. Instrumenting python.wasm takes ~0.1 s, more than the whole cold

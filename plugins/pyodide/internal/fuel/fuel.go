@@ -3,8 +3,8 @@
 //
 // wazero has no fuel of its own. Function listeners only see calls, so a
 // call-free loop never stops, and they cost ~28x. Instead, Instrument appends
-// one exported mutable i64 global (GlobalName) and inserts, at every function
-// entry and at the top of every `loop` body:
+// one exported mutable i64 global (GlobalName) and inserts, at the entry of
+// every function that calls another, and at the top of every `loop` body:
 //
 //	global.get $fuel; i64.const 1; i64.sub; global.set $fuel
 //	global.get $fuel; i64.const 0; i64.lt_s; if; unreachable; end
@@ -38,8 +38,9 @@ const GlobalName = "rlm_fuel"
 
 // Stats describes what Instrument changed.
 type Stats struct {
-	Functions int // function bodies instrumented
-	Loops     int // loop headers instrumented
+	Functions int // function bodies scanned
+	Entries   int // function entries metered (functions that call others)
+	Loops     int // loop headers metered
 }
 
 const (
@@ -329,6 +330,12 @@ func instrumentCode(b []byte, gidx uint32, st *Stats) ([]byte, error) {
 	return out, nil
 }
 
+// instrumentBody meters every loop header, and the function entry only when
+// the function contains a call. That is enough to bound any execution: an
+// endless run needs endless loop iterations (each metered) or endless calls,
+// and every function on a call cycle contains a call (so its entry is
+// metered). Leaf functions, which are most of the small helpers the
+// interpreter calls per bytecode, run unmetered and bounded.
 func instrumentBody(dst, body, check []byte, st *Stats) ([]byte, error) {
 	r := &reader{b: body}
 	nlocals, err := r.u32()
@@ -343,14 +350,31 @@ func instrumentBody(dst, body, check []byte, st *Stats) ([]byte, error) {
 			return nil, err
 		}
 	}
-	dst = append(dst, body[:r.p]...)
-	dst = append(dst, check...)
-	last := r.p
+	codeStart := r.p
+	// First pass: does the function call anything?
+	calls := false
 	for r.p < len(r.b) {
 		op := r.b[r.p]
 		r.p++
 		if err := r.skipImmediates(op); err != nil {
 			return nil, fmt.Errorf("at offset %d (opcode %#x): %w", r.p, op, err)
+		}
+		if op >= 0x10 && op <= 0x13 {
+			calls = true
+		}
+	}
+	dst = append(dst, body[:codeStart]...)
+	if calls {
+		dst = append(dst, check...)
+		st.Entries++
+	}
+	r.p = codeStart
+	last := r.p
+	for r.p < len(r.b) {
+		op := r.b[r.p]
+		r.p++
+		if err := r.skipImmediates(op); err != nil {
+			return nil, err
 		}
 		if op == 0x03 { // loop: meter every iteration at the top of its body
 			dst = append(dst, body[last:r.p]...)

@@ -15,6 +15,7 @@ import (
 //
 //	(func (export "count") (param i32) block loop ... br_if 1 ... br 0 end end)
 //	(func (export "spin") loop br 0 end)
+//	(func (export "rec") call $rec)
 //
 // and one pre-existing global, so the fuel global gets index 1.
 func countModule() []byte {
@@ -22,14 +23,15 @@ func countModule() []byte {
 	m = append(m, 0, 'a', 's', 'm', 1, 0, 0, 0)
 	// type section: (i32)->() and ()->()
 	m = append(m, section(1, []byte{2, 0x60, 1, 0x7f, 0, 0x60, 0, 0})...)
-	// function section: f0 type0, f1 type1
-	m = append(m, section(3, []byte{2, 0, 1})...)
+	// function section: f0 type0, f1 type1, f2 type1
+	m = append(m, section(3, []byte{3, 0, 1, 1})...)
 	// global section: one immutable i32 = 7
 	m = append(m, section(6, []byte{1, 0x7f, 0x00, 0x41, 0x07, 0x0b})...)
 	// export section
-	exp := []byte{2}
+	exp := []byte{3}
 	exp = append(exp, 5, 'c', 'o', 'u', 'n', 't', 0, 0)
 	exp = append(exp, 4, 's', 'p', 'i', 'n', 0, 1)
+	exp = append(exp, 3, 'r', 'e', 'c', 0, 2)
 	m = append(m, section(7, exp)...)
 	count := []byte{0, // no locals
 		0x02, 0x40, 0x03, 0x40,
@@ -37,10 +39,13 @@ func countModule() []byte {
 		0x20, 0x00, 0x41, 0x01, 0x6b, 0x21, 0x00,
 		0x0c, 0x00, 0x0b, 0x0b, 0x0b}
 	spin := []byte{0, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b}
-	code := []byte{2, byte(len(count))}
+	rec := []byte{0, 0x10, 0x02, 0x0b}
+	code := []byte{3, byte(len(count))}
 	code = append(code, count...)
 	code = append(code, byte(len(spin)))
 	code = append(code, spin...)
+	code = append(code, byte(len(rec)))
+	code = append(code, rec...)
 	m = append(m, section(10, code)...)
 	return m
 }
@@ -66,8 +71,8 @@ func TestInstrumentCountsLoopIterations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Functions != 2 || st.Loops != 2 {
-		t.Fatalf("stats = %+v, want 2 functions, 2 loops", st)
+	if st.Functions != 3 || st.Loops != 2 || st.Entries != 1 {
+		t.Fatalf("stats = %+v, want 3 functions, 2 loops, 1 metered entry (rec calls)", st)
 	}
 	if !IsInstrumented(out) {
 		t.Fatal("instrumented module not recognised")
@@ -84,9 +89,10 @@ func TestInstrumentCountsLoopIterations(t *testing.T) {
 			t.Fatalf("count(%d): %v", n, err)
 		}
 		used := (1 << 40) - g.Get()
-		// one unit at function entry, one per loop header execution (n+1).
-		if used != n+2 {
-			t.Errorf("count(%d) used %d units, want %d", n, used, n+2)
+		// one unit per loop header execution (n+1); the entry of a
+		// function without calls is not metered.
+		if used != n+1 {
+			t.Errorf("count(%d) used %d units, want %d", n, used, n+1)
 		}
 	}
 }
@@ -105,6 +111,20 @@ func TestInstrumentStopsInfiniteLoop(t *testing.T) {
 	}
 	if v := int64(g.Get()); v >= 0 {
 		t.Fatalf("fuel after trap = %d, want negative", v)
+	}
+}
+
+func TestInstrumentStopsRecursion(t *testing.T) {
+	out, _, err := Instrument(countModule())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := instantiate(t, out)
+	g := mod.ExportedGlobal(GlobalName).(api.MutableGlobal)
+	g.Set(1000)
+	_, err = mod.ExportedFunction("rec").Call(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "unreachable") || int64(g.Get()) != -1 {
+		t.Fatalf("rec: err = %v, fuel = %d; want an unreachable trap at -1", err, int64(g.Get()))
 	}
 }
 
@@ -135,7 +155,7 @@ func TestInstrumentPython(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d functions, %d loops, %d -> %d bytes", st.Functions, st.Loops, len(b), len(out))
+	t.Logf("%d functions (%d entries metered), %d loops, %d -> %d bytes", st.Functions, st.Entries, st.Loops, len(b), len(out))
 	if st.Functions < 1000 || st.Loops < 1000 {
 		t.Fatalf("implausible stats %+v", st)
 	}
