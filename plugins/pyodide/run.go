@@ -96,6 +96,10 @@ type Result struct {
 	WorkspacePath   string
 	FilesCreated    []string // workspace-relative, slash-separated, sorted
 	FilesModified   []string
+
+	// Session cells only.
+	Value     string // repr of the cell's final expression, if any and not None
+	StateLost bool   // the interpreter was restarted: earlier globals are gone
 }
 
 // Security event types logged with slog (attribute "event").
@@ -174,11 +178,11 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Result, error) {
 
 	ws := spec.Workspace
 	if ws == "" {
-		d, err := os.MkdirTemp("", "rlm-pyodide-*")
+		d, err := tempDir()
 		if err != nil {
-			return nil, fmt.Errorf("pyodide: creating a workspace: %w", err)
+			return nil, err
 		}
-		defer os.RemoveAll(d)
+		defer removeAll(d)
 		ws = d
 	}
 	if st, err := os.Stat(ws); err != nil {
@@ -363,7 +367,10 @@ func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 	default:
 		res.ExitCode = -1
 		switch {
-		case stopped.Load() && left < 0:
+		case stopped.Load():
+			// The watchdog keeps zeroing the counter until _start returns,
+			// so after a trap it may read 0, not -1: a trap after the stop
+			// is the stop.
 			if errors.Is(runCtx.Err(), context.DeadlineExceeded) {
 				res.EndedBy = EndedTimeout
 				res.Error = fmt.Sprintf("TimeoutError: wall-clock limit of %s exceeded", spec.Timeout)
@@ -419,6 +426,16 @@ type fakeGlobal struct {
 
 func (f *fakeGlobal) Get() uint64  { return f.v.Load() }
 func (f *fakeGlobal) Set(v uint64) { f.v.Store(v) }
+
+func tempDir() (string, error) {
+	d, err := os.MkdirTemp("", "rlm-pyodide-*")
+	if err != nil {
+		return "", fmt.Errorf("pyodide: creating a workspace: %w", err)
+	}
+	return d, nil
+}
+
+func removeAll(dir string) error { return os.RemoveAll(dir) }
 
 func (r *Runner) security(event string, attrs ...any) {
 	r.log.Warn("security event", append([]any{"event", event, "runtime", "python", "backend", "pyodide"}, attrs...)...)

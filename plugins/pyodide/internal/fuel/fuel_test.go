@@ -159,7 +159,15 @@ func TestInstrumentPython(t *testing.T) {
 	if st.Functions < 1000 || st.Loops < 1000 {
 		t.Fatalf("implausible stats %+v", st)
 	}
-	if _, err := wazero.NewRuntime(context.Background()).CompileModule(context.Background(), out); err != nil {
+	// Share the runner's compilation cache: the instrumented bytes are the
+	// same, so this is a cache hit after the first run (and under -race).
+	cfg := wazero.NewRuntimeConfigCompiler()
+	if dir, err := os.UserCacheDir(); err == nil {
+		if cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(dir, "rlm", "wasm-runtime", "compiled")); err == nil {
+			cfg = cfg.WithCompilationCache(cache)
+		}
+	}
+	if _, err := wazero.NewRuntimeWithConfig(context.Background(), cfg).CompileModule(context.Background(), out); err != nil {
 		t.Fatalf("instrumented python.wasm does not compile: %v", err)
 	}
 }
