@@ -95,7 +95,9 @@ func (c *Chan) Lstat(path string) (sys.Stat_t, experimentalsys.Errno) { return c
 
 var chanStat = sys.Stat_t{Mode: fs.ModeCharDevice | fs.ModeDevice | 0o600, Nlink: 1, Ino: 1}
 
-type dirFile struct{ experimentalsys.UnimplementedFile }
+type dirFile struct {
+	experimentalsys.UnimplementedFile
+}
 
 func (*dirFile) IsDir() (bool, experimentalsys.Errno) { return true, 0 }
 
