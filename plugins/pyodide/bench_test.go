@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -150,4 +151,43 @@ func BenchmarkFuelOverhead(b *testing.B) {
 	b.ReportMetric(float64(tm.Milliseconds())/float64(b.N), "metered-ms/op")
 	b.ReportMetric(float64(tp.Milliseconds())/float64(b.N), "plain-ms/op")
 	b.ReportMetric(float64(tm)/float64(tp), "x-overhead")
+}
+
+// BenchmarkSessionCell is a warm REPL cell round trip with trivial code
+// (x = 1): host -> guest driver -> host, in process (no plugin hop).
+func BenchmarkSessionCell(b *testing.B) {
+	r := runner(b)
+	ctx := context.Background()
+	s, err := r.OpenSession(ctx, SessionSpec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		res, err := s.Execute(ctx, CellSpec{Code: "x = 1"})
+		lat = append(lat, time.Since(t0))
+		if err != nil || !res.Success {
+			b.Fatalf("%v %+v", err, res)
+		}
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkSessionOpen is a new REPL session until its driver is ready.
+func BenchmarkSessionOpen(b *testing.B) {
+	r := runner(b)
+	ctx := context.Background()
+	for i := 0; i < b.N; i++ {
+		s, err := r.OpenSession(ctx, SessionSpec{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+	}
 }

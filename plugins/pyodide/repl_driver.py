@@ -6,7 +6,7 @@ import sys
 
 
 def _rlm_driver(ctx_kind):
-    import os, json, ast, traceback
+    import os, json, ast
 
     os.chdir('/app')
     sys.path[0:1] = ['/app', '/app/site-packages']
@@ -33,12 +33,15 @@ def _rlm_driver(ctx_kind):
                 raise SystemExit(0)
             inbuf.extend(chunk)
 
+    class LLMQueryError(RuntimeError):
+        """A model query made through llm_query / rlm_query failed."""
+
     def call(method, params):
         counter[0] += 1
         send({'type': 'callback', 'id': counter[0], 'method': method, 'params': params})
         msg = recv()
         if msg.get('error'):
-            raise RuntimeError('%s failed: %s' % (method, msg['error']))
+            raise LLMQueryError('%s failed: %s' % (method, msg['error']))
         return msg.get('result')
 
     def llm_query(prompt, model=None):
@@ -49,17 +52,60 @@ def _rlm_driver(ctx_kind):
         """Ask several questions at once; returns the answers in order."""
         return call('llm_query_batched', {'prompts': list(prompts), 'model': model})
 
-    def rlm_query(prompt, model=None):
-        """Run a recursive RLM sub-call; returns its final answer."""
-        return call('rlm_query', {'prompt': prompt, 'model': model})
+    def rlm_query(task, ctx=None):
+        """Run a recursive RLM sub-task; ctx defaults to the session's context
+        (which is then not sent back: the host already has it)."""
+        params = {'prompt': task}
+        if ctx is not None:
+            params['context'] = ctx if isinstance(ctx, str) else json.dumps(ctx)
+        return call('rlm_query', params)
 
-    def rlm_query_batched(prompts, model=None):
-        """Run several recursive sub-calls; returns their answers in order."""
-        return call('rlm_query_batched', {'prompts': list(prompts), 'model': model})
+    def rlm_query_batched(tasks, ctxs=None):
+        """Run several recursive sub-tasks; returns their answers in order."""
+        tasks = list(tasks)
+        params = {'prompts': tasks}
+        if ctxs is not None:
+            ctxs = list(ctxs)
+            if len(ctxs) != len(tasks):
+                raise ValueError('rlm_query_batched: %d tasks but %d contexts' % (len(tasks), len(ctxs)))
+            params['contexts'] = [c if c is None or isinstance(c, str) else json.dumps(c) for c in ctxs]
+        return call('rlm_query_batched', params)
+
+    def chunk_text(text, size=2000, overlap=200):
+        """Split text into chunks of size characters, each sharing overlap
+        characters with the previous one."""
+        if not isinstance(size, int) or size <= 0:
+            raise ValueError('chunk_text: size must be a positive integer')
+        if not isinstance(overlap, int) or not 0 <= overlap < size:
+            raise ValueError('chunk_text: overlap must satisfy 0 <= overlap < size')
+        out, i, step = [], 0, size - overlap
+        while i < len(text):
+            out.append(text[i:i + size])
+            if i + size >= len(text):
+                break
+            i += step
+        return out
+
+    def search_context(pattern, window=200, flags=0, max_results=None):
+        """Regex search over context; returns dicts with match, start, end,
+        snippet (window characters either side) and snippet_start."""
+        import re
+        c = g.get('context')
+        text = '' if c is None else c if isinstance(c, str) else json.dumps(c)
+        out = []
+        for m in re.finditer(pattern, text, flags):
+            lo = max(0, m.start() - window)
+            out.append({'match': m.group(0), 'start': m.start(), 'end': m.end(),
+                        'snippet': text[lo:m.end() + window], 'snippet_start': lo})
+            if max_results is not None and len(out) >= max_results:
+                break
+        return out
 
     g = {'__name__': '__main__', '__builtins__': __builtins__,
          'llm_query': llm_query, 'llm_query_batched': llm_query_batched,
-         'rlm_query': rlm_query, 'rlm_query_batched': rlm_query_batched}
+         'rlm_query': rlm_query, 'rlm_query_batched': rlm_query_batched,
+         'chunk_text': chunk_text, 'search_context': search_context,
+         'LLMQueryError': LLMQueryError}
 
     def SHOW_VARS():
         """Names and types of the variables defined so far."""
@@ -96,6 +142,7 @@ def _rlm_driver(ctx_kind):
             try:
                 value = run_cell(msg['code'])
             except BaseException as e:  # SystemExit and KeyboardInterrupt too: the loop must survive
+                import traceback
                 tb = e.__traceback__
                 tb = tb.tb_next.tb_next if tb is not None and tb.tb_next is not None else None
                 if isinstance(e, SyntaxError):

@@ -77,29 +77,33 @@ const (
 
 // Result is what a run produced. Field names follow core's result shape.
 type Result struct {
-	Success  bool // exit status 0 and no limit hit
-	ExitCode int  // process exit status; -1 when the guest trapped
-	EndedBy  EndReason
+	Success  bool      `json:"success"`   // exit status 0 and no limit hit
+	ExitCode int       `json:"exit_code"` // process exit status; -1 when the guest trapped
+	EndedBy  EndReason `json:"ended_by"`
 	// Error is a one-line description of a failure: the last line of a
 	// Python traceback, or the limit that stopped the program.
-	Error string
+	Error string `json:"error,omitempty"`
 
-	Stdout, Stderr                   []byte // capped: head and tail kept
-	StdoutOmitted, StderrOmitted     int64  // bytes dropped from the middle
-	StdoutTruncated, StderrTruncated bool
+	// Stdout and Stderr are capped: head and tail kept (bytes; base64 in JSON).
+	Stdout          []byte `json:"stdout"`
+	Stderr          []byte `json:"stderr"`
+	StdoutOmitted   int64  `json:"stdout_omitted"` // bytes dropped from the middle
+	StderrOmitted   int64  `json:"stderr_omitted"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
 
-	DurationMS      float64
-	FuelLimit       int64 // math.MaxInt64 when unlimited
-	FuelConsumed    int64
-	MemoryUsedBytes uint64 // guest linear memory size at the end
-	MemoryLimit     uint64
-	WorkspacePath   string
-	FilesCreated    []string // workspace-relative, slash-separated, sorted
-	FilesModified   []string
+	DurationMS      float64  `json:"duration_ms"`
+	FuelLimit       int64    `json:"fuel_limit"` // math.MaxInt64 when unlimited
+	FuelConsumed    int64    `json:"fuel_consumed"`
+	MemoryUsedBytes uint64   `json:"memory_used_bytes"` // guest linear memory size at the end
+	MemoryLimit     uint64   `json:"memory_limit"`
+	WorkspacePath   string   `json:"workspace_path"`
+	FilesCreated    []string `json:"files_created"` // workspace-relative, slash-separated, sorted
+	FilesModified   []string `json:"files_modified"`
 
 	// Session cells only.
-	Value     string // repr of the cell's final expression, if any and not None
-	StateLost bool   // the interpreter was restarted: earlier globals are gone
+	Value     string `json:"value,omitempty"`      // repr of the cell's final expression, if any and not None
+	StateLost bool   `json:"state_lost,omitempty"` // the interpreter was restarted: earlier globals are gone
 }
 
 // Security event types logged with slog (attribute "event").
