@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"io"
 	"io/fs"
-	"path"
 	"sort"
 	"time"
 )
@@ -63,7 +62,7 @@ func (i info) Info() (fs.FileInfo, error) { return i, nil }
 // pread and lseek (zipimport seeks to the central directory).
 type file struct {
 	*bytes.Reader
-	info info
+	info fs.FileInfo
 }
 
 func (f *file) Stat() (fs.FileInfo, error) { return f.info, nil }
@@ -128,5 +127,5 @@ func (z *Zip) Open(name string) (fs.File, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
 	}
-	return &file{Reader: bytes.NewReader(b), info: info{name: path.Base(name), size: int64(len(b))}}, nil
+	return &file{Reader: bytes.NewReader(b), info: st}, nil
 }
