@@ -122,12 +122,12 @@ func TestHello(t *testing.T) {
 
 func TestGuestEnvironment(t *testing.T) {
 	res := run(t, RunSpec{
-		Code:  "import os, sys\nprint(os.getcwd())\nprint(sys.argv)\nprint(sys.stdin.read())\nprint(__file__, __name__)\nprint(sys.path[:2])\nprint(os.environ['X'])",
+		Code:  "import os, sys\nprint(os.getcwd())\nprint(sys.argv)\nprint(sys.stdin.read())\nprint(__file__, __name__)\nprint(sys.path[:2])\nprint(os.environ['X'], os.environ['HOME'])",
 		Args:  []string{"a", "b c"},
 		Stdin: []byte("from stdin"),
-		Env:   map[string]string{"X": "y"},
+		Env:   map[string]string{"X": "y", "HOME": "/app/home"},
 	})
-	want := "/app\n['/sandbox/user_code.py', 'a', 'b c']\nfrom stdin\n/sandbox/user_code.py __main__\n['/app', '/app/site-packages']\ny\n"
+	want := "/app\n['/sandbox/user_code.py', 'a', 'b c']\nfrom stdin\n/sandbox/user_code.py __main__\n['/app', '/app/site-packages']\ny /app/home\n"
 	if !res.Success || string(res.Stdout) != want {
 		dump(t, res)
 		t.Fatalf("stdout = %q, want %q", res.Stdout, want)
@@ -216,6 +216,13 @@ func TestMemoryLimit(t *testing.T) {
 	if !res.Success || string(res.Stdout) != "100000000\n" || res.MemoryUsedBytes < 100_000_000 {
 		dump(t, res)
 		t.Fatal("100 MB string under a 256 MiB cap failed")
+	}
+}
+
+func TestMemoryLimitBelowMinimum(t *testing.T) {
+	_, err := runner(t).Run(context.Background(), RunSpec{Code: "pass", MemoryBytes: 1 << 20})
+	if err == nil || !strings.Contains(err.Error(), "below the interpreter's initial memory") {
+		t.Fatalf("err = %v", err)
 	}
 }
 

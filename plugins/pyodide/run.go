@@ -240,6 +240,9 @@ type execSpec struct {
 func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 	spec := e.spec
 	fuelLimit, memLimit, outMax := spec.limits()
+	if err := r.checkMemory(memLimit); err != nil {
+		return nil, err
+	}
 	if !e.quiet {
 		r.log.Info("execution start", "runtime", "python", "backend", "pyodide",
 			"fuel", fuelLimit, "memory_bytes", memLimit, "timeout", spec.Timeout, "max_output_bytes", outMax)
@@ -264,9 +267,6 @@ func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithArgs(e.args...).
-		WithEnv("PYTHONHOME", "/usr/local").
-		WithEnv("HOME", GuestWorkspace).
-		WithEnv("LANG", "C.UTF-8").
 		WithStdin(bytes.NewReader(spec.Stdin)).
 		WithStdout(stdout).
 		WithStderr(stderr).
@@ -285,14 +285,7 @@ func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 			}
 		}).
 		WithStartFunctions() // _start is called below, after the fuel is set
-	keys := make([]string, 0, len(spec.Env))
-	for k := range spec.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		cfg = cfg.WithEnv(k, spec.Env[k])
-	}
+	cfg = withEnv(cfg, spec.Env)
 
 	alloc := &memalloc.Allocator{Limit: memLimit}
 	ictx := experimental.WithMemoryAllocator(ctx, alloc)
@@ -430,6 +423,45 @@ type fakeGlobal struct {
 
 func (f *fakeGlobal) Get() uint64  { return f.v.Load() }
 func (f *fakeGlobal) Set(v uint64) { f.v.Store(v) }
+
+// guestEnv is the environment every guest starts with; RunSpec.Env and
+// SessionSpec.Env add to it and override it.
+var guestEnv = map[string]string{
+	"PYTHONHOME": "/usr/local",
+	"HOME":       GuestWorkspace,
+	"LANG":       "C.UTF-8",
+}
+
+// withEnv sets the merged environment, sorted so runs are reproducible.
+func withEnv(cfg wazero.ModuleConfig, extra map[string]string) wazero.ModuleConfig {
+	env := make(map[string]string, len(guestEnv)+len(extra))
+	for k, v := range guestEnv {
+		env[k] = v
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cfg = cfg.WithEnv(k, env[k])
+	}
+	return cfg
+}
+
+// checkMemory rejects a cap below the module's initial memory: wazero cannot
+// fail an instantiation gracefully when the allocator refuses that much.
+func (r *Runner) checkMemory(limit uint64) error {
+	for _, m := range r.compiled.ExportedMemories() {
+		if min := uint64(m.Min()) << 16; limit < min {
+			return fmt.Errorf("pyodide: memory limit of %d bytes is below the interpreter's initial memory of %d bytes", limit, min)
+		}
+	}
+	return nil
+}
 
 func tempDir() (string, error) {
 	d, err := os.MkdirTemp("", "rlm-pyodide-*")

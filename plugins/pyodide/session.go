@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,6 +139,9 @@ func (s *Session) WorkspacePath() string { return s.ws }
 func (s *Session) start(ctx context.Context) error {
 	r := s.r
 	_, memLimit, _ := (&RunSpec{MemoryBytes: s.spec.MemoryBytes}).limits()
+	if err := r.checkMemory(memLimit); err != nil {
+		return err
+	}
 	inst := &instance{ch: chanfs.New(), exited: make(chan struct{}), out: &switchWriter{}, errw: &switchWriter{}}
 	never := make(chan struct{})
 	inst.interrupt.Store(&never)
@@ -166,9 +168,6 @@ func (s *Session) start(ctx context.Context) error {
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithArgs("python", "-S", "-u", "-B", "-c", driver, ctxKind).
-		WithEnv("PYTHONHOME", "/usr/local").
-		WithEnv("HOME", GuestWorkspace).
-		WithEnv("LANG", "C.UTF-8").
 		WithStdout(inst.out).
 		WithStderr(inst.errw).
 		WithFSConfig(fsc).
@@ -184,14 +183,7 @@ func (s *Session) start(ctx context.Context) error {
 			}
 		}).
 		WithStartFunctions()
-	keys := make([]string, 0, len(s.spec.Env))
-	for k := range s.spec.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		cfg = cfg.WithEnv(k, s.spec.Env[k])
-	}
+	cfg = withEnv(cfg, s.spec.Env)
 	inst.alloc = &memalloc.Allocator{Limit: memLimit}
 	mod, err := r.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, inst.alloc), r.compiled, cfg)
 	if err != nil {
