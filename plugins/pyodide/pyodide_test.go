@@ -139,6 +139,26 @@ func TestGuestEnvironment(t *testing.T) {
 	}
 }
 
+func TestSitePackagesImport(t *testing.T) {
+	ws := t.TempDir()
+	os.MkdirAll(filepath.Join(ws, "site-packages", "vendored"), 0o755)
+	os.WriteFile(filepath.Join(ws, "site-packages", "vendored", "__init__.py"), []byte("NAME = 'vendored'\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "helper.py"), []byte("def f(): return 42\n"), 0o644)
+	res := run(t, RunSpec{Code: "import vendored, helper; print(vendored.NAME, helper.f())", Workspace: ws})
+	if !res.Success || string(res.Stdout) != "vendored 42\n" {
+		dump(t, res)
+		t.Fatal("workspace and site-packages imports failed")
+	}
+	if len(res.FilesCreated) != 0 {
+		t.Errorf("imports wrote files: %v (bytecode writing should be off)", res.FilesCreated)
+	}
+	res = run(t, RunSpec{Code: "import vendored", Workspace: ws, NoSetup: true})
+	if res.Success || !bytes.Contains(res.Stderr, []byte("ModuleNotFoundError")) {
+		dump(t, res)
+		t.Fatal("NoSetup should leave site-packages off sys.path")
+	}
+}
+
 func TestException(t *testing.T) {
 	res := run(t, RunSpec{Code: "x = 1\nraise ValueError('test')"})
 	if res.Success || res.ExitCode != 1 || res.EndedBy != EndedExit {
