@@ -6,7 +6,7 @@ import sys
 
 
 def _rlm_driver(ctx_kind):
-    import os, json, ast
+    import os, json, _ast
 
     os.chdir('/app')
     sys.path[0:1] = ['/app', '/app/site-packages']
@@ -122,10 +122,12 @@ def _rlm_driver(ctx_kind):
     reserved = set(g) - {'context'}
 
     def run_cell(code):
-        tree = ast.parse(code, '<cell>', 'exec')
+        # The C-level _ast, not the ast module: importing ast (and enum with
+        # it) would add start-up time to every session.
+        tree = compile(code, '<cell>', 'exec', _ast.PyCF_ONLY_AST)
         last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
+        if tree.body and isinstance(tree.body[-1], _ast.Expr):
+            last = _ast.Expression(tree.body.pop().value)
         exec(compile(tree, '<cell>', 'exec'), g)
         if last is not None:
             v = eval(compile(last, '<cell>', 'eval'), g)
