@@ -198,11 +198,8 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pyodide: scanning workspace: %w", err)
 	}
-	var escapes atomic.Int64
 	wfs, err := wsfs.New(ws, func(op, path, reason string) {
-		escapes.Add(1)
-		r.log.Warn("security event", "event", EventFSEscapeDenied, "runtime", "python", "backend", "pyodide",
-			"op", op, "path", path, "reason", reason)
+		r.security(EventFSEscapeDenied, "op", op, "path", path, "reason", reason)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pyodide: %w", err)
