@@ -509,6 +509,13 @@ func TestConcurrentRuns(t *testing.T) {
 	}
 }
 
+func TestRuntimeVersion(t *testing.T) {
+	v, err := runner(t).RuntimeVersion(context.Background())
+	if err != nil || v != "Python 3.11.2 (wasi)" {
+		t.Fatalf("RuntimeVersion = %q, %v", v, err)
+	}
+}
+
 func TestStdlibImports(t *testing.T) {
 	res := run(t, RunSpec{Code: "import json, re, decimal, datetime, zlib, collections, math\nprint(json.dumps({'a': zlib.crc32(b'x')}), decimal.Decimal('1.1') + 1)"})
 	if !res.Success || string(res.Stdout) != "{\"a\": 2363233923} 2.1\n" {

@@ -93,6 +93,10 @@ type Runner struct {
 
 	mu     sync.Mutex
 	closed bool
+
+	versionOnce sync.Once
+	version     string
+	versionErr  error
 }
 
 // New loads, instruments (if needed) and compiles python.wasm.
@@ -180,8 +184,26 @@ func (r *Runner) Close(ctx context.Context) error {
 	return r.rt.Close(ctx)
 }
 
-// RuntimeVersion is the guest's version string.
-func (r *Runner) RuntimeVersion() string { return "Python 3.11 (wasm32-wasi)" }
+// RuntimeVersion is the guest's version, e.g. "Python 3.11.2 (wasi)",
+// asked from the interpreter once (one short run) and then remembered.
+func (r *Runner) RuntimeVersion(ctx context.Context) (string, error) {
+	r.versionOnce.Do(func() {
+		res, err := r.exec(ctx, execSpec{
+			spec:  &RunSpec{Timeout: 10 * time.Second},
+			args:  []string{"python", "-S", "-c", "import sys; print('Python %d.%d.%d (%s)' % (sys.version_info[:3] + (sys.platform,)), end='')"},
+			quiet: true,
+		})
+		switch {
+		case err != nil:
+			r.versionErr = err
+		case !res.Success:
+			r.versionErr = fmt.Errorf("pyodide: asking the interpreter its version: %s", res.Error)
+		default:
+			r.version = string(res.Stdout)
+		}
+	})
+	return r.version, r.versionErr
+}
 
 func loadWasm(path string) ([]byte, string, error) {
 	if path == "" {

@@ -22,6 +22,12 @@
 #     config.site so time.sleep uses relative nanosleep.
 #   - clang >= 16 turns two old warnings into errors in timemodule.c.
 #
+# Reproducible: configure is run by relative path and -ffile-prefix-map hides
+# the scratch directory from __FILE__ strings; clang honours
+# SOURCE_DATE_EPOCH for __DATE__/__TIME__; pycs use unchecked hashes (no
+# mtimes) and the zip has fixed timestamps and order. Two builds in different
+# directories give identical SHA256SUMS.
+#
 # Environment:
 #   RLM_WASM_CACHE   cache root (default $HOME/.cache/rlm/wasm)
 #   RLM_WASM_WORK    scratch directory (default: a fresh mktemp dir, removed on success)
@@ -144,7 +150,7 @@ log "stage 1: native build python ($JOBS jobs, ~2 min)"
 mkdir -p "$W/native"
 (
 	cd "$W/native"
-	"$SRC/configure" --prefix="$W/native-prefix" >"$W/native.log" 2>&1
+	../src/configure --prefix="$W/native-prefix" >"$W/native.log" 2>&1
 	make -j"$JOBS" >>"$W/native.log" 2>&1
 ) || { tail -n 30 "$W/native.log" >&2; die "native build failed (log: $W/native.log)"; }
 BUILDPY=$W/native/python
@@ -165,10 +171,10 @@ mkdir -p "$W/wasi"
 	cd "$W/wasi"
 	CONFIG_SITE=$SITE \
 		CC=$WCC AR=llvm-ar-19 RANLIB=llvm-ranlib-19 \
-		CFLAGS="-O2 -Wno-error=int-conversion -Wno-error=incompatible-function-pointer-types" \
+		CFLAGS="-O2 -ffile-prefix-map=$W=/rlm-build -Wno-error=int-conversion -Wno-error=incompatible-function-pointer-types" \
 		ZLIB_CFLAGS="-I$ZPREFIX/include" ZLIB_LIBS="-L$ZPREFIX/lib -lz" \
 		PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=$W/no-pkgconfig \
-		"$SRC/configure" --host=wasm32-unknown-wasi --build="$("$SRC/config.guess")" \
+		../src/configure --host=wasm32-unknown-wasi --build="$("$SRC/config.guess")" \
 		--with-build-python="$BUILDPY" --prefix=/usr/local \
 		--disable-ipv6 --disable-test-modules --without-ensurepip \
 		>"$W/wasi.log" 2>&1
@@ -183,6 +189,11 @@ llvm-strip-19 -o "$OUT/python.wasm" "$W/wasi/python.wasm"
 # ---------------------------------------------------------------- stdlib zip
 log "building the pyc-only stdlib zip"
 SYSCONFIGDATA=$(ls "$W"/wasi/build/lib.*/_sysconfigdata_*.py 2>/dev/null | head -n1 || true)
+if [[ -n $SYSCONFIGDATA ]]; then
+	# It records the build's absolute paths; make them independent of $W.
+	sed "s#$W#/rlm-build#g" "$SYSCONFIGDATA" >"$W/$(basename "$SYSCONFIGDATA")"
+	SYSCONFIGDATA=$W/$(basename "$SYSCONFIGDATA")
+fi
 "$BUILDPY" - "$SRC/Lib" "$OUT/python311.zip" "$SYSCONFIGDATA" <<'PYEOF'
 # Compile every stdlib module to an unchecked-hash pyc (no mtimes, so the zip
 # is reproducible) and store only the pyc files, in sorted order with a fixed
