@@ -246,6 +246,7 @@ func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 	}
 	stdout, stderr := capture.NewBuffer(outMax), capture.NewBuffer(outMax)
 
+	wake := make(chan struct{})
 	runCtx := ctx
 	var cancel context.CancelFunc
 	if spec.Timeout > 0 {
@@ -271,14 +272,15 @@ func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 		WithSysWalltime().
 		WithSysNanotime().
 		WithRandSource(rand.Reader).
-		// Sleep until the deadline at most: the watchdog has emptied the
-		// fuel by then, so the guest traps as soon as it runs again.
+		// Sleep until the watchdog fires at most. It empties the fuel
+		// before it closes wake, so the guest traps as soon as it runs
+		// again instead of running on (e.g. printing) for a moment.
 		WithNanosleep(func(ns int64) {
 			t := time.NewTimer(time.Duration(ns))
 			defer t.Stop()
 			select {
 			case <-t.C:
-			case <-runCtx.Done():
+			case <-wake:
 			}
 		}).
 		WithStartFunctions() // _start is called below, after the fuel is set
@@ -320,6 +322,8 @@ func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 		}
 		fuelAtStop.Store(int64(g.Get()))
 		stopped.Store(true)
+		g.Set(0)
+		close(wake)
 		tick := time.NewTicker(2 * time.Millisecond)
 		defer tick.Stop()
 		for {

@@ -407,11 +407,11 @@ loop:
 			done = nil
 			stopped = true
 			fuelAtStop = int64(inst.fuel.Get())
+			inst.fuel.Set(0) // before waking a sleeping guest, so it traps at once
 			close(interrupt)
 			t := time.NewTicker(2 * time.Millisecond)
 			defer t.Stop()
 			tick = t.C
-			inst.fuel.Set(0)
 		case <-tick:
 			inst.fuel.Set(0)
 		}
