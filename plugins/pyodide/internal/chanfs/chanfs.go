@@ -42,6 +42,11 @@ func New() *Chan {
 func (c *Chan) Send(msg []byte) bool {
 	b := make([]byte, 0, len(msg)+1)
 	b = append(append(b, msg...), '\n')
+	select { // a select with both ready picks at random: check closed first
+	case <-c.closed:
+		return false
+	default:
+	}
 	select {
 	case c.in <- b:
 		return true
