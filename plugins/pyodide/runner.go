@@ -129,6 +129,8 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if cacheDir == "" {
 		if base, err := os.UserCacheDir(); err == nil {
 			cacheDir = filepath.Join(base, "rlm", "wasm-runtime")
+		} else {
+			log.Warn("pyodide: no user cache directory; compiling python.wasm in memory (~2 s per process); set Options.CacheDir", "err", err)
 		}
 	}
 	if cacheDir == "-" {
