@@ -50,8 +50,9 @@ type RunSpec struct {
 	// /app/site-packages are put first so workspace modules import.
 	NoSetup bool
 
-	// Fuel is the CPU budget in fuel units (function entries plus loop
-	// iterations of the interpreter; print('hello') costs ~1.5 million).
+	// Fuel is the CPU budget in fuel units (loop iterations plus entries of
+	// calling functions, counted in the interpreter's own code; a program
+	// printing hello costs ~2.4 million, a simple Python loop iteration ~57).
 	// 0 means DefaultFuel; negative means unlimited.
 	Fuel int64
 	// Timeout is the wall-clock limit; 0 means none (fuel still applies).
