@@ -1,0 +1,500 @@
+package pyodide
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rlmkit/rlm/plugins/pyodide/internal/capture"
+	"github.com/rlmkit/rlm/plugins/pyodide/internal/chanfs"
+	"github.com/rlmkit/rlm/plugins/pyodide/internal/fuel"
+	"github.com/rlmkit/rlm/plugins/pyodide/internal/memalloc"
+	"github.com/rlmkit/rlm/plugins/pyodide/internal/memfs"
+	"github.com/rlmkit/rlm/plugins/pyodide/internal/wsfs"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
+)
+
+// driver is the REPL server run inside the guest (see repl_driver.py).
+//
+//go:embed repl_driver.py
+var driver string
+
+// CallbackFunc answers a guest's llm_query, llm_query_batched, rlm_query or
+// rlm_query_batched call. params is the JSON object the guest sent (prompt or
+// prompts, model); the returned value is JSON-encoded and returned to the
+// guest, an error is raised there as RuntimeError.
+type CallbackFunc func(ctx context.Context, method string, params json.RawMessage) (any, error)
+
+// SessionSpec configures a REPL session.
+type SessionSpec struct {
+	// Workspace is mounted at /app as for Run. Empty: a temporary directory
+	// removed by Close.
+	Workspace string
+	// Context becomes the guest variable `context`: a str, or, with
+	// ContextJSON, the decoded JSON value. It is served to the guest as a
+	// read-only file, so a large context costs one read, not an encoding.
+	Context     []byte
+	ContextJSON bool
+	Env         map[string]string
+	// MemoryBytes caps guest memory for the session's whole life.
+	MemoryBytes uint64
+	// Callback answers llm_query and friends. Nil: such calls raise.
+	Callback CallbackFunc
+}
+
+// CellSpec limits one cell. Zero values mean the Run defaults.
+type CellSpec struct {
+	Code           string
+	Fuel           int64
+	Timeout        time.Duration
+	MaxOutputBytes int
+}
+
+// Session is a long-lived guest that keeps its globals between cells, like a
+// notebook. Cells run one at a time.
+//
+// A cell that exhausts its fuel or time cannot be interrupted gently: WASI
+// has no signals, and a `while True: pass` never returns to the driver. The
+// instance is discarded instead; the cell's result has StateLost set and the
+// next cell starts a fresh interpreter with the same context.
+type Session struct {
+	r    *Runner
+	spec SessionSpec
+	ws   string
+	tmp  bool
+
+	mu   sync.Mutex // one cell at a time
+	inst *instance
+	lost bool // the previous instance died; report on the next result too
+}
+
+// instance is one running driver.
+type instance struct {
+	mod    api.Module
+	fuel   api.MutableGlobal
+	ch     *chanfs.Chan
+	wfs    *wsfs.FS
+	alloc  *memalloc.Allocator
+	exited chan struct{}
+	err    error // _start's error, valid after exited is closed
+
+	out, errw *switchWriter
+	// interrupt is closed to wake a sleeping guest; swapped per cell.
+	interrupt atomic.Pointer[chan struct{}]
+	nextID    int64
+}
+
+// switchWriter forwards to the current cell's buffer; output between cells
+// (there should be none) is dropped.
+type switchWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *switchWriter) set(w io.Writer) {
+	s.mu.Lock()
+	s.w = w
+	s.mu.Unlock()
+}
+
+func (s *switchWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.w != nil {
+		s.w.Write(p)
+	}
+	return len(p), nil
+}
+
+// OpenSession starts a REPL guest and waits until it is ready.
+func (r *Runner) OpenSession(ctx context.Context, spec SessionSpec) (*Session, error) {
+	s := &Session{r: r, spec: spec, ws: spec.Workspace}
+	if s.ws == "" {
+		d, err := tempDir()
+		if err != nil {
+			return nil, err
+		}
+		s.ws, s.tmp = d, true
+	}
+	if err := s.start(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// WorkspacePath is the host directory mounted at /app.
+func (s *Session) WorkspacePath() string { return s.ws }
+
+func (s *Session) start(ctx context.Context) error {
+	r := s.r
+	_, memLimit, _ := (&RunSpec{MemoryBytes: s.spec.MemoryBytes}).limits()
+	if err := r.checkMemory(memLimit); err != nil {
+		return err
+	}
+	inst := &instance{ch: chanfs.New(), exited: make(chan struct{}), out: &switchWriter{}, errw: &switchWriter{}}
+	never := make(chan struct{})
+	inst.interrupt.Store(&never)
+	wfs, err := wsfs.New(s.ws, func(op, path, reason string) {
+		r.security(EventFSEscapeDenied, "op", op, "path", path, "reason", reason)
+	})
+	if err != nil {
+		return fmt.Errorf("pyodide: %w", err)
+	}
+	inst.wfs = wfs
+	files := memfs.FS{}
+	if s.spec.Context != nil {
+		files["context"] = s.spec.Context
+	}
+	fsc := wazero.NewFSConfig().
+		WithFSMount(r.stdlib, guestStdlibDir).
+		WithFSMount(files, "/rlm/ctx").(sysfs.FSConfig).
+		WithSysFSMount(inst.ch, "/rlm/io").(sysfs.FSConfig).
+		WithSysFSMount(wfs, GuestWorkspace)
+	ctxKind := "text"
+	if s.spec.ContextJSON {
+		ctxKind = "json"
+	}
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithArgs("python", "-S", "-u", "-B", "-c", driver, ctxKind).
+		WithStdout(inst.out).
+		WithStderr(inst.errw).
+		WithFSConfig(fsc).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithRandSource(rand.Reader).
+		WithNanosleep(func(ns int64) {
+			t := time.NewTimer(time.Duration(ns))
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-*inst.interrupt.Load():
+			}
+		}).
+		WithStartFunctions()
+	cfg = withEnv(cfg, s.spec.Env)
+	inst.alloc = &memalloc.Allocator{Limit: memLimit}
+	mod, err := r.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, inst.alloc), r.compiled, cfg)
+	if err != nil {
+		wfs.Close()
+		return fmt.Errorf("pyodide: instantiating python.wasm: %w", err)
+	}
+	inst.mod = mod
+	g, ok := mod.ExportedGlobal(fuel.GlobalName).(api.MutableGlobal)
+	if !ok {
+		mod.Close(context.Background())
+		wfs.Close()
+		return fmt.Errorf("pyodide: %s has no %q global; sessions need fuel", r.source, fuel.GlobalName)
+	}
+	inst.fuel = g
+	g.Set(uint64(DefaultFuel)) // start-up budget
+	startBuf := capture.NewBuffer(64 << 10)
+	inst.errw.set(startBuf)
+	go func() {
+		_, inst.err = mod.ExportedFunction("_start").Call(context.Background())
+		close(inst.exited)
+	}()
+	// Wait for the driver's "ready".
+	select {
+	case line := <-inst.ch.Out():
+		var m struct{ Type string }
+		if json.Unmarshal(line, &m) != nil || m.Type != "ready" {
+			s.kill(inst)
+			return fmt.Errorf("pyodide: REPL driver sent %q instead of ready", line)
+		}
+	case <-inst.exited:
+		s.kill(inst)
+		return fmt.Errorf("pyodide: REPL driver exited during start-up: %v: %s", inst.err, lastLine(startBuf.Bytes()))
+	case <-ctx.Done():
+		s.kill(inst)
+		return ctx.Err()
+	}
+	inst.errw.set(nil)
+	s.inst = inst
+	return nil
+}
+
+// kill stops an instance for good and waits for its goroutine.
+func (s *Session) kill(inst *instance) {
+	inst.ch.Close()
+	select {
+	case <-inst.exited:
+	default:
+		if p := inst.interrupt.Load(); p != nil {
+			select {
+			case <-*p:
+			default:
+				close(*p)
+			}
+		}
+		for done := false; !done; {
+			inst.fuel.Set(0)
+			select {
+			case <-inst.exited:
+				done = true
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}
+	inst.mod.Close(context.Background())
+	inst.wfs.Close()
+}
+
+// Close ends the session and removes a temporary workspace.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inst != nil {
+		s.inst.ch.Send([]byte(`{"op":"close"}`))
+		select {
+		case <-s.inst.exited:
+		case <-time.After(100 * time.Millisecond):
+		}
+		s.kill(s.inst)
+		s.inst = nil
+	}
+	if s.tmp {
+		s.tmp = false
+		return removeAll(s.ws)
+	}
+	return nil
+}
+
+type guestMsg struct {
+	Type   string          `json:"type"`
+	ID     int64           `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Value  *string         `json:"value"`
+	JSON   *string         `json:"json"`
+	Error  *string         `json:"error"`
+}
+
+// Execute runs one cell. Like Run, the error is only for a cell that could
+// not be run; what the code did is in the Result, whose Value is the repr of
+// a final expression (as an interactive interpreter would echo it).
+func (s *Session) Execute(ctx context.Context, cell CellSpec) (*Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stateLost := s.lost
+	s.lost = false
+	if s.inst == nil {
+		if err := s.start(ctx); err != nil {
+			return nil, err
+		}
+	}
+	inst := s.inst
+	spec := RunSpec{Fuel: cell.Fuel, Timeout: cell.Timeout, MaxOutputBytes: cell.MaxOutputBytes, MemoryBytes: s.spec.MemoryBytes}
+	fuelLimit, memLimit, outMax := spec.limits()
+	s.r.log.Info("execution start", "runtime", "python", "backend", "pyodide", "mode", "repl",
+		"fuel", fuelLimit, "memory_bytes", memLimit, "timeout", cell.Timeout)
+	before, err := snapshot(s.ws)
+	if err != nil {
+		return nil, fmt.Errorf("pyodide: scanning workspace: %w", err)
+	}
+	stdout, stderr := capture.NewBuffer(outMax), capture.NewBuffer(outMax)
+	inst.out.set(stdout)
+	inst.errw.set(stderr)
+	defer inst.out.set(nil)
+	defer inst.errw.set(nil)
+
+	cellCtx, cancel := context.WithCancel(ctx)
+	if cell.Timeout > 0 {
+		cellCtx, cancel = context.WithTimeout(ctx, cell.Timeout)
+	}
+	defer cancel()
+	interrupt := make(chan struct{})
+	inst.interrupt.Store(&interrupt)
+
+	inst.nextID++
+	id := inst.nextID
+	req, _ := json.Marshal(map[string]any{"op": "exec", "id": id, "code": cell.Code})
+	inst.fuel.Set(uint64(fuelLimit))
+	start := time.Now()
+	if !inst.ch.Send(req) {
+		return nil, errors.New("pyodide: session channel closed")
+	}
+
+	res := &Result{FuelLimit: fuelLimit, MemoryLimit: memLimit, WorkspacePath: s.ws, EndedBy: EndedExit, StateLost: stateLost}
+	var fuelAtStop int64
+	stopped := false
+	var tick <-chan time.Time
+	done := cellCtx.Done()
+	finish := func() {
+		res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+		left := int64(inst.fuel.Get())
+		if stopped {
+			res.FuelConsumed = fuelLimit - fuelAtStop + max(0, -left)
+		} else {
+			res.FuelConsumed = fuelLimit - left
+		}
+		res.FuelConsumed = max(0, min(res.FuelConsumed, fuelLimit))
+		res.MemoryUsedBytes = uint64(inst.mod.Memory().Size())
+	}
+loop:
+	for {
+		select {
+		case line := <-inst.ch.Out():
+			var m guestMsg
+			if err := json.Unmarshal(line, &m); err != nil {
+				s.r.log.Warn("pyodide: bad message from REPL driver", "err", err)
+				continue
+			}
+			switch m.Type {
+			case "callback":
+				s.answer(cellCtx, inst, &m)
+			case "result":
+				if m.ID != id {
+					continue
+				}
+				finish()
+				if m.Value != nil {
+					res.Value = *m.Value
+				}
+				if m.Error != nil {
+					res.Error = *m.Error
+					res.ExitCode = 1
+					if inst.alloc.Refused() && len(res.Error) >= 11 && res.Error[:11] == "MemoryError" {
+						res.EndedBy = EndedMemoryLimit
+					}
+				}
+				break loop
+			}
+		case <-inst.exited:
+			// The guest died: out of fuel, stopped by the watchdog, or crashed.
+			finish()
+			// Once stopped, the ticker may re-zero the counter after the
+			// trap, so a stopped guest's trap is the stop, whatever the
+			// counter reads now.
+			left := int64(inst.fuel.Get())
+			res.ExitCode = -1
+			switch {
+			case stopped && errors.Is(cellCtx.Err(), context.DeadlineExceeded):
+				res.EndedBy = EndedTimeout
+				res.Error = fmt.Sprintf("TimeoutError: wall-clock limit of %s exceeded", cell.Timeout)
+			case stopped:
+				res.EndedBy = EndedCancelled
+				res.Error = "Cancelled: the cell was cancelled"
+			case left < 0:
+				res.EndedBy = EndedFuel
+				res.Error = fmt.Sprintf("OutOfFuel: fuel budget of %d units exhausted", fuelLimit)
+			case inst.alloc.Refused():
+				res.EndedBy = EndedMemoryLimit
+				res.Error = fmt.Sprintf("MemoryError: memory limit of %d bytes reached", memLimit)
+			default:
+				res.EndedBy = EndedCrashed
+				res.Error = "Crashed: the interpreter stopped: " + firstLine(fmt.Sprint(inst.err))
+			}
+			fmt.Fprintf(stderr, "\n%s\n", res.Error)
+			res.StateLost = true
+			s.kill(inst)
+			s.inst = nil
+			break loop
+		case <-done:
+			// Stop the guest by emptying its fuel (see Runner.exec); keep
+			// doing so on a ticker, since the guest's decrement can race.
+			done = nil
+			stopped = true
+			fuelAtStop = int64(inst.fuel.Get())
+			inst.fuel.Set(0) // before waking a sleeping guest, so it traps at once
+			close(interrupt)
+			t := time.NewTicker(2 * time.Millisecond)
+			defer t.Stop()
+			tick = t.C
+		case <-tick:
+			inst.fuel.Set(0)
+		}
+	}
+	res.Success = res.EndedBy == EndedExit && res.ExitCode == 0
+	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+	res.StdoutOmitted, res.StderrOmitted = stdout.Omitted(), stderr.Omitted()
+	res.StdoutTruncated, res.StderrTruncated = stdout.Truncated(), stderr.Truncated()
+	after, err := snapshot(s.ws)
+	if err == nil {
+		res.FilesCreated, res.FilesModified = delta(before, after)
+	}
+	switch res.EndedBy {
+	case EndedFuel:
+		s.r.security(EventFuelExhaustion, "fuel", fuelLimit, "fuel_consumed", res.FuelConsumed)
+	case EndedMemoryLimit:
+		s.r.security(EventMemoryLimit, "memory_bytes", memLimit, "memory_used_bytes", res.MemoryUsedBytes)
+	case EndedTimeout:
+		s.r.security(EventTimeout, "timeout", cell.Timeout, "duration_ms", res.DurationMS)
+	}
+	s.r.logComplete(res)
+	return res, nil
+}
+
+// answer runs the callback for one guest request and sends the reply.
+func (s *Session) answer(ctx context.Context, inst *instance, m *guestMsg) {
+	reply := map[string]any{"id": m.ID}
+	if s.spec.Callback == nil {
+		reply["error"] = "no callback configured for " + m.Method
+	} else {
+		v, err := s.spec.Callback(ctx, m.Method, m.Params)
+		if err != nil {
+			reply["error"] = err.Error()
+		} else {
+			reply["result"] = v
+		}
+	}
+	b, err := json.Marshal(reply)
+	if err != nil {
+		b, _ = json.Marshal(map[string]any{"id": m.ID, "error": "callback result is not JSON-encodable: " + err.Error()})
+	}
+	inst.ch.Send(b)
+}
+
+// GetVariable returns the repr of a guest global and, when it is
+// JSON-encodable, its JSON encoding (else nil).
+func (s *Session) GetVariable(ctx context.Context, name string) (repr string, js json.RawMessage, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inst == nil {
+		return "", nil, errors.New("pyodide: session state was lost; the variable no longer exists")
+	}
+	inst := s.inst
+	inst.nextID++
+	id := inst.nextID
+	req, _ := json.Marshal(map[string]any{"op": "get", "id": id, "name": name})
+	inst.fuel.Set(uint64(DefaultFuel))
+	if !inst.ch.Send(req) {
+		return "", nil, errors.New("pyodide: session channel closed")
+	}
+	for {
+		select {
+		case line := <-inst.ch.Out():
+			var m guestMsg
+			if json.Unmarshal(line, &m) != nil || m.Type != "result" || m.ID != id {
+				continue
+			}
+			if m.Error != nil {
+				return "", nil, errors.New(*m.Error)
+			}
+			if m.Value != nil {
+				repr = *m.Value
+			}
+			if m.JSON != nil {
+				js = json.RawMessage(*m.JSON)
+			}
+			return repr, js, nil
+		case <-inst.exited:
+			s.kill(inst)
+			s.inst, s.lost = nil, true
+			return "", nil, fmt.Errorf("pyodide: the interpreter stopped: %v", inst.err)
+		case <-ctx.Done():
+			return "", nil, ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package pyodide
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func openSession(t *testing.T, spec SessionSpec) *Session {
+	t.Helper()
+	s, err := runner(t).OpenSession(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func cell(t *testing.T, s *Session, c CellSpec) *Result {
+	t.Helper()
+	res, err := s.Execute(context.Background(), c)
+	if err != nil {
+		t.Fatalf("Execute(%q): %v", c.Code, err)
+	}
+	return res
+}
+
+func TestSessionKeepsState(t *testing.T) {
+	s := openSession(t, SessionSpec{Context: []byte("the context")})
+	res := cell(t, s, CellSpec{Code: "x = 41\nprint('set')"})
+	if !res.Success || string(res.Stdout) != "set\n" || res.Value != "" {
+		dump(t, res)
+		t.Fatal("first cell")
+	}
+	res = cell(t, s, CellSpec{Code: "x + 1"})
+	if !res.Success || res.Value != "42" || res.FuelConsumed <= 0 {
+		dump(t, res)
+		t.Fatalf("value = %q, want 42", res.Value)
+	}
+	res = cell(t, s, CellSpec{Code: "len(context), context[:3], sorted(SHOW_VARS())"})
+	if res.Value != "(11, 'the', ['context', 'x'])" {
+		dump(t, res)
+		t.Fatalf("value = %q", res.Value)
+	}
+	res = cell(t, s, CellSpec{Code: "chunk_text('abcdefgh', 4, 1), [m['start'] for m in search_context('t', window=1)]"})
+	if res.Value != "(['abcd', 'defg', 'gh'], [0, 7, 10])" {
+		dump(t, res)
+		t.Fatalf("helpers value = %q", res.Value)
+	}
+	res = cell(t, s, CellSpec{Code: "sorted(SHOW_VARS())"})
+	if res.Value != "['context', 'x']" {
+		dump(t, res)
+		t.Fatalf("value = %q", res.Value)
+	}
+	repr, js, err := s.GetVariable(context.Background(), "x")
+	if err != nil || repr != "41" || string(js) != "41" {
+		t.Fatalf("GetVariable = %q, %s, %v", repr, js, err)
+	}
+	if _, _, err := s.GetVariable(context.Background(), "nope"); err == nil || !strings.Contains(err.Error(), "NameError") {
+		t.Fatalf("GetVariable(nope) err = %v", err)
+	}
+}
+
+func TestSessionErrorsKeepTheLoopAlive(t *testing.T) {
+	s := openSession(t, SessionSpec{})
+	cell(t, s, CellSpec{Code: "y = 'kept'"})
+	for _, code := range []string{"raise ValueError('boom')", "import sys; sys.exit(3)", "raise KeyboardInterrupt", "x = (", "import os; os.write(1, b'{\"type\":\"result\",\"id\":99}\\n')"} {
+		res := cell(t, s, CellSpec{Code: code})
+		if res.StateLost {
+			dump(t, res)
+			t.Fatalf("%q lost state", code)
+		}
+		t.Logf("%q -> error %q", code, res.Error)
+	}
+	res := cell(t, s, CellSpec{Code: "raise ValueError('boom')"})
+	if res.Success || res.Error != "ValueError: boom" || !bytes.Contains(res.Stderr, []byte(`File "<cell>", line 1`)) || bytes.Contains(res.Stderr, []byte("_rlm_driver")) {
+		dump(t, res)
+		t.Fatal("exception not reported as the user's")
+	}
+	res = cell(t, s, CellSpec{Code: "y"})
+	if res.Value != "'kept'" {
+		dump(t, res)
+		t.Fatal("state lost after errors")
+	}
+}
+
+func TestSessionCallbacks(t *testing.T) {
+	var calls []string
+	s := openSession(t, SessionSpec{Callback: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		calls = append(calls, method+" "+string(params))
+		var p struct {
+			Prompt  string
+			Prompts []string
+		}
+		json.Unmarshal(params, &p)
+		switch method {
+		case "llm_query":
+			if p.Prompt == "fail" {
+				return nil, errors.New("model unavailable")
+			}
+			return "answer to " + p.Prompt, nil
+		case "llm_query_batched":
+			out := make([]string, len(p.Prompts))
+			for i, q := range p.Prompts {
+				out[i] = strings.ToUpper(q)
+			}
+			return out, nil
+		}
+		return nil, errors.New("unexpected " + method)
+	}})
+	res := cell(t, s, CellSpec{Code: "print('noise')\nllm_query('q1'), llm_query_batched(['a', 'b'])"})
+	if !res.Success || res.Value != "('answer to q1', ['A', 'B'])" || string(res.Stdout) != "noise\n" {
+		dump(t, res)
+		t.Fatalf("value = %q", res.Value)
+	}
+	res = cell(t, s, CellSpec{Code: "llm_query('fail')"})
+	if res.Success || !strings.Contains(res.Error, "LLMQueryError: llm_query failed: model unavailable") {
+		dump(t, res)
+		t.Fatal("callback error not raised in the guest")
+	}
+	if len(calls) != 3 {
+		t.Fatalf("calls = %v", calls)
+	}
+}
+
+func TestSessionTimeoutRestarts(t *testing.T) {
+	ws := t.TempDir()
+	s := openSession(t, SessionSpec{Workspace: ws, Context: []byte("ctx")})
+	cell(t, s, CellSpec{Code: "z = 1\nopen('kept.txt', 'w').write('x')"})
+	for _, tc := range []struct {
+		code string
+		c    CellSpec
+		want EndReason
+	}{
+		{"busy", CellSpec{Code: "while True: pass", Timeout: time.Second, Fuel: -1}, EndedTimeout},
+		{"sleep", CellSpec{Code: "import time; time.sleep(30)", Timeout: time.Second}, EndedTimeout},
+		{"fuel", CellSpec{Code: "while True: pass", Fuel: 20_000_000}, EndedFuel},
+	} {
+		t0 := time.Now()
+		res := cell(t, s, tc.c)
+		if res.EndedBy != tc.want || !res.StateLost || res.Success {
+			dump(t, res)
+			t.Fatalf("%s: ended_by %s state_lost %v", tc.code, res.EndedBy, res.StateLost)
+		}
+		if time.Since(t0) > 10*time.Second {
+			t.Fatalf("%s took %s", tc.code, time.Since(t0))
+		}
+		res = cell(t, s, CellSpec{Code: "(globals().get('z'), context, open('kept.txt').read())"})
+		if !res.Success || res.Value != "(None, 'ctx', 'x')" {
+			dump(t, res)
+			t.Fatalf("%s: after restart value = %q", tc.code, res.Value)
+		}
+		cell(t, s, CellSpec{Code: "z = 1"})
+	}
+}
+
+func TestSessionFilesAndMemory(t *testing.T) {
+	ws := t.TempDir()
+	s := openSession(t, SessionSpec{Workspace: ws, MemoryBytes: 64 << 20})
+	res := cell(t, s, CellSpec{Code: "open('out.txt', 'w').write('hi')"})
+	if len(res.FilesCreated) != 1 || res.FilesCreated[0] != "out.txt" {
+		t.Fatalf("files_created = %v", res.FilesCreated)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "out.txt")); string(b) != "hi" {
+		t.Fatal("file not on host")
+	}
+	res = cell(t, s, CellSpec{Code: "big = 'a' * 100_000_000"})
+	if res.Success || res.EndedBy != EndedMemoryLimit || res.StateLost {
+		dump(t, res)
+		t.Fatal("memory limit in a session")
+	}
+	res = cell(t, s, CellSpec{Code: "import os; os.symlink('/etc/passwd', 'l')"})
+	if res.Success || !strings.Contains(res.Error, "PermissionError") {
+		dump(t, res)
+		t.Fatal("symlink allowed in a session")
+	}
+	res = cell(t, s, CellSpec{Code: "open('/rlm/io/chan', 'wb')"})
+	if res.Success {
+		dump(t, res)
+		t.Fatal("user code opened the protocol channel")
+	}
+}

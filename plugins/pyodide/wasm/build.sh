@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# build.sh builds python.wasm (CPython 3.11 for wasm32-wasi) and python311.zip
+# (a pyc-only standard library) from Debian's own sources with Debian's
+# clang-19, lld-19 and wasi-libc. Nothing is downloaded from anywhere but the
+# Debian archive.
+#
+# Output is cached in ${RLM_WASM_CACHE:-$HOME/.cache/rlm/wasm}/<sha256 of this
+# script>/ ; when that directory is complete the script only copies the two
+# files into plugins/pyodide/wasm/assets/ and exits. Editing this script
+# changes the key, so a changed recipe always rebuilds.
+#
+# Fuel instrumentation is NOT done here: the Go runner instruments the module at
+# load time and caches the result (see plugins/pyodide/internal/fuel). That way a
+# binary given with a custom path is metered too, and a change to the
+# instrumenter never serves a stale cached module.
+#
+# Traps this script avoids (see shared/notes/wasm-python.md):
+#   - binaryen must not be installed: clang would run Debian's old wasm-opt
+#     on the link output and break it. We refuse to build when wasm-opt is found.
+#   - clang gets a private sysroot, else configure sees glibc's /usr/include.
+#   - wazero rejects absolute-time sleeps: clock_nanosleep is disabled in the
+#     config.site so time.sleep uses relative nanosleep.
+#   - clang >= 16 turns two old warnings into errors in timemodule.c.
+#
+# Reproducible: configure is run by relative path and -ffile-prefix-map hides
+# the scratch directory from __FILE__ strings; clang honours
+# SOURCE_DATE_EPOCH for __DATE__/__TIME__; pycs use unchecked hashes (no
+# mtimes) and the zip has fixed timestamps and order. Two builds in different
+# directories give identical SHA256SUMS.
+#
+# Environment:
+#   RLM_WASM_CACHE   cache root (default $HOME/.cache/rlm/wasm)
+#   RLM_WASM_WORK    scratch directory (default: a fresh mktemp dir, removed on success)
+#   RLM_WASM_NO_APT  set to 1 to never call apt-get (fail if a tool is missing)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ASSETS="$HERE/assets"
+KEY=$(sha256sum "$HERE/build.sh" | cut -d' ' -f1)
+CACHE_ROOT=${RLM_WASM_CACHE:-$HOME/.cache/rlm/wasm}
+CACHE="$CACHE_ROOT/$KEY"
+JOBS=$(nproc 2>/dev/null || echo 2)
+
+log() { printf 'build.sh: %s\n' "$*" >&2; }
+die() { printf 'build.sh: error: %s\n' "$*" >&2; exit 1; }
+
+install_assets() {
+	mkdir -p "$ASSETS"
+	cp -f "$CACHE/python.wasm" "$ASSETS/python.wasm"
+	cp -f "$CACHE/python311.zip" "$ASSETS/python311.zip"
+	log "assets ready in $ASSETS (from $CACHE)"
+	ls -l "$ASSETS/python.wasm" "$ASSETS/python311.zip" >&2
+}
+
+if [[ -f "$CACHE/python.wasm" && -f "$CACHE/python311.zip" && -f "$CACHE/.complete" ]]; then
+	install_assets
+	exit 0
+fi
+
+# ---------------------------------------------------------------- packages
+PKGS=(wasi-libc clang-19 lld-19 llvm-19 libclang-rt-19-dev-wasm32 dpkg-dev
+	build-essential zlib1g-dev pkg-config xz-utils)
+missing=()
+for p in "${PKGS[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+SUDO=
+[[ $(id -u) -eq 0 ]] || SUDO=sudo
+if ((${#missing[@]})); then
+	[[ ${RLM_WASM_NO_APT:-} == 1 ]] && die "missing packages: ${missing[*]} (apt-get install ${missing[*]})"
+	log "installing: ${missing[*]}"
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if command -v wasm-opt >/dev/null 2>&1; then
+	die "wasm-opt ($(command -v wasm-opt), from binaryen) is installed; clang would run it on the link output and break python.wasm. Remove binaryen (apt-get remove binaryen) and re-run."
+fi
+
+# deb-src stanza mirroring the binary sources, so apt-get source works.
+SRCLIST=/etc/apt/sources.list.d/rlm-deb-src.sources
+if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
+	[[ ${RLM_WASM_NO_APT:-} == 1 ]] && die "no deb-src source configured"
+	[[ -f /etc/apt/sources.list.d/debian.sources ]] || die "no /etc/apt/sources.list.d/debian.sources to mirror as deb-src"
+	log "adding $SRCLIST"
+	sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources | $SUDO tee "$SRCLIST" >/dev/null
+	$SUDO apt-get update -qq
+fi
+
+# ---------------------------------------------------------------- sources
+if [[ -n ${RLM_WASM_WORK:-} ]]; then
+	W=$RLM_WASM_WORK
+	mkdir -p "$W"
+else
+	W=$(mktemp -d /tmp/rlm-wasm-build.XXXXXX)
+fi
+W=$(cd "$W" && pwd)
+log "work dir $W, cache $CACHE"
+mkdir -p "$W/dl"
+fetch_orig() { # $1 source package, $2 glob of the orig tarball
+	local f
+	f=$(ls "$W"/dl/$2 2>/dev/null | head -n1 || true)
+	if [[ -z $f ]]; then
+		# The Debian diff may 404 on the security mirror; the pristine
+		# upstream tarball is all we need, so a failing download is only
+		# fatal when it did not arrive.
+		(cd "$W/dl" && apt-get source --download-only "$1" >&2) || true
+		f=$(ls "$W"/dl/$2 2>/dev/null | head -n1 || true)
+	fi
+	[[ -n $f ]] || die "could not download the $1 source ($2) with apt-get source"
+	printf '%s\n' "$f"
+}
+PYTAR=$(fetch_orig python3.11 'python3.11_*.orig.tar.*')
+ZTAR=$(fetch_orig zlib 'zlib_*.orig.tar.*')
+log "python source: $PYTAR"
+log "zlib source:   $ZTAR"
+
+rm -rf "$W/src" "$W/zlib" && mkdir -p "$W/src" "$W/zlib"
+tar -xf "$PYTAR" -C "$W/src" --strip-components=1
+tar -xf "$ZTAR" -C "$W/zlib" --strip-components=1
+SRC=$W/src
+
+# ---------------------------------------------------------------- toolchain
+SYSROOT=$W/sysroot
+mkdir -p "$SYSROOT/include" "$SYSROOT/lib" "$W/bin"
+ln -sfn /usr/include/wasm32-wasi "$SYSROOT/include/wasm32-wasi"
+ln -sfn /usr/lib/wasm32-wasi "$SYSROOT/lib/wasm32-wasi"
+cat >"$W/bin/wasm32-wasi-clang" <<EOF
+#!/bin/sh
+exec clang-19 --target=wasm32-wasi --sysroot=$SYSROOT "\$@"
+EOF
+chmod +x "$W/bin/wasm32-wasi-clang"
+WCC=$W/bin/wasm32-wasi-clang
+export SOURCE_DATE_EPOCH=1700000000
+
+# ---------------------------------------------------------------- zlib (wasm)
+log "building zlib for wasm32-wasi"
+ZPREFIX=$W/zprefix
+(
+	cd "$W/zlib"
+	CC=$WCC AR=llvm-ar-19 RANLIB=llvm-ranlib-19 CFLAGS="-O2" CHOST=wasm32 \
+		./configure --static --prefix="$ZPREFIX" >"$W/zlib.log" 2>&1
+	make -j"$JOBS" libz.a >>"$W/zlib.log" 2>&1
+	mkdir -p "$ZPREFIX/include" "$ZPREFIX/lib"
+	cp zlib.h zconf.h "$ZPREFIX/include/"
+	cp libz.a "$ZPREFIX/lib/"
+) || { tail -n 30 "$W/zlib.log" >&2; die "zlib build failed (log: $W/zlib.log)"; }
+
+# ---------------------------------------------------------------- build python (native)
+log "stage 1: native build python ($JOBS jobs, ~2 min)"
+mkdir -p "$W/native"
+(
+	cd "$W/native"
+	../src/configure --prefix="$W/native-prefix" >"$W/native.log" 2>&1
+	make -j"$JOBS" >>"$W/native.log" 2>&1
+) || { tail -n 30 "$W/native.log" >&2; die "native build failed (log: $W/native.log)"; }
+BUILDPY=$W/native/python
+"$BUILDPY" -c 'import zlib, zipfile, py_compile' || die "native build python lacks zlib (install zlib1g-dev)"
+
+# ---------------------------------------------------------------- python.wasm
+log "stage 2: CPython for wasm32-wasi (~1-2 min)"
+SITE=$W/config.site-wasm32-wasi
+cp "$SRC/Tools/wasm/config.site-wasm32-wasi" "$SITE"
+cat >>"$SITE" <<'EOF'
+
+# rlm: wazero rejects absolute-time sleeps (TIMER_ABSTIME); use nanosleep.
+ac_cv_func_clock_nanosleep=no
+ac_cv_lib_rt_clock_nanosleep=no
+EOF
+mkdir -p "$W/wasi"
+(
+	cd "$W/wasi"
+	CONFIG_SITE=$SITE \
+		CC=$WCC AR=llvm-ar-19 RANLIB=llvm-ranlib-19 \
+		CFLAGS="-O2 -ffile-prefix-map=$W=/rlm-build -Wno-error=int-conversion -Wno-error=incompatible-function-pointer-types" \
+		ZLIB_CFLAGS="-I$ZPREFIX/include" ZLIB_LIBS="-L$ZPREFIX/lib -lz" \
+		PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=$W/no-pkgconfig \
+		../src/configure --host=wasm32-unknown-wasi --build="$("$SRC/config.guess")" \
+		--with-build-python="$BUILDPY" --prefix=/usr/local \
+		--disable-ipv6 --disable-test-modules --without-ensurepip \
+		>"$W/wasi.log" 2>&1
+	make -j"$JOBS" python.wasm >>"$W/wasi.log" 2>&1
+	# sysconfigdata for the zip; not needed to run, so not fatal.
+	make pybuilddir.txt >>"$W/wasi.log" 2>&1 || echo "pybuilddir.txt failed" >>"$W/wasi.log"
+) || { tail -n 40 "$W/wasi.log" >&2; die "wasm build failed (log: $W/wasi.log)"; }
+OUT=$W/out
+rm -rf "$OUT" && mkdir -p "$OUT"
+llvm-strip-19 -o "$OUT/python.wasm" "$W/wasi/python.wasm"
+
+# ---------------------------------------------------------------- stdlib zip
+log "building the pyc-only stdlib zip"
+SYSCONFIGDATA=$(ls "$W"/wasi/build/lib.*/_sysconfigdata_*.py 2>/dev/null | head -n1 || true)
+if [[ -n $SYSCONFIGDATA ]]; then
+	# It records the build's absolute paths; make them independent of $W.
+	sed "s#$W#/rlm-build#g" "$SYSCONFIGDATA" >"$W/$(basename "$SYSCONFIGDATA")"
+	SYSCONFIGDATA=$W/$(basename "$SYSCONFIGDATA")
+fi
+"$BUILDPY" - "$SRC/Lib" "$OUT/python311.zip" "$SYSCONFIGDATA" <<'PYEOF'
+# Compile every stdlib module to an unchecked-hash pyc (no mtimes, so the zip
+# is reproducible) and store only the pyc files, in sorted order with a fixed
+# timestamp. Tests, GUI and packaging tools are left out: they cannot work
+# under WASI or are not useful in a sandbox.
+import importlib.util, os, py_compile, sys, zipfile
+lib, out, sysconfigdata = sys.argv[1], sys.argv[2], sys.argv[3]
+SKIP_DIRS = {"test", "tests", "idle_test", "idlelib", "tkinter", "turtledemo",
+             "ensurepip", "lib2to3", "venv", "pydoc_data", "__pycache__",
+             "site-packages", "unittest/test", "distutils/tests", "ctypes/test",
+             "sqlite3/test", "tkinter/test"}
+SKIP_FILES = {"turtle.py", "antigravity.py", "this.py"}
+entries = []
+for root, dirs, files in os.walk(lib):
+    rel = os.path.relpath(root, lib)
+    rel = "" if rel == "." else rel.replace(os.sep, "/")
+    dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and
+                     (rel + "/" + d).lstrip("/") not in SKIP_DIRS)
+    for f in sorted(files):
+        if f.endswith(".py") and f not in SKIP_FILES:
+            entries.append((os.path.join(root, f), (rel + "/" + f).lstrip("/")))
+if sysconfigdata:
+    entries.append((sysconfigdata, os.path.basename(sysconfigdata)))
+entries.sort(key=lambda e: e[1])
+tmp = out + ".pyc.tmp"
+n = 0
+with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+    for src, arc in entries:
+        try:
+            py_compile.compile(src, cfile=tmp, dfile="/usr/local/lib/python311.zip/" + arc,
+                               doraise=True, optimize=0,
+                               invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+        except py_compile.PyCompileError as e:
+            print("skip", arc, e.msg.splitlines()[-1], file=sys.stderr)
+            continue
+        zi = zipfile.ZipInfo(arc[:-3] + ".pyc", date_time=(1980, 1, 1, 0, 0, 0))
+        zi.compress_type = zipfile.ZIP_DEFLATED
+        zi.external_attr = 0o644 << 16
+        with open(tmp, "rb") as fh:
+            z.writestr(zi, fh.read())
+        n += 1
+os.unlink(tmp)
+print("stdlib zip:", n, "modules", file=sys.stderr)
+PYEOF
+
+# ---------------------------------------------------------------- smoke check
+# A header check only: running it needs a WASI runtime, which the Go tests provide.
+head -c 4 "$OUT/python.wasm" | od -An -tx1 | grep -q '00 61 73 6d' || die "python.wasm is not a wasm module"
+
+(cd "$OUT" && sha256sum python.wasm python311.zip >SHA256SUMS)
+{
+	echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "python source: $(basename "$PYTAR")"
+	echo "zlib source:   $(basename "$ZTAR")"
+	echo "clang: $(clang-19 --version | head -n1)"
+	echo "wasi-libc: $(dpkg-query -W -f='${Version}' wasi-libc)"
+} >"$OUT/BUILDINFO"
+mkdir -p "$CACHE"
+cp -f "$OUT/python.wasm" "$OUT/python311.zip" "$OUT/SHA256SUMS" "$OUT/BUILDINFO" "$CACHE/"
+touch "$CACHE/.complete"
+log "cached in $CACHE"
+cat "$OUT/SHA256SUMS" >&2
+install_assets
+if [[ -z ${RLM_WASM_WORK:-} ]]; then
+	rm -rf "$W"
+fi
