@@ -76,7 +76,8 @@ func (b *claudeCodeBackend) complete(ctx context.Context, req Request) (Response
 	cmd.Stdin = strings.NewReader(flattenPrompt(req.Messages))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 5 * time.Second
+	killGroupOnCancel(cmd)
+	cmd.WaitDelay = 2 * time.Second
 	runErr := cmd.Run()
 	if ctx.Err() != nil {
 		return Response{}, ctx.Err()
