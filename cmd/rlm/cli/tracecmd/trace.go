@@ -241,7 +241,7 @@ func (p *printer) text(ind, label, s string) {
 // block prints s with every line prefixed, keeping head and tail lines.
 func (p *printer) block(prefix, s string) {
 	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if p.lines > 0 && len(ls) > p.lines {
+	if p.lines > 0 && len(ls) > p.lines+2 {
 		head := (p.lines + 1) / 2
 		tail := p.lines - head
 		cut := len(ls) - head - tail
