@@ -178,7 +178,7 @@ func (e *Engine) Run(ctx context.Context, task string, c *core.Context) (*Result
 	}
 	r.trace.emit(Event{Type: EventRunStart, Time: start.UTC(), Task: task, Config: &cfg, Context: &info})
 
-	res, err := r.loop(rctx, 0, nil, 0, task, c)
+	res, err := r.loop(rctx, 0, nil, 0, task, c, &info)
 	err = r.explain(err)
 	out := &Result{Usage: r.meter.snapshot()}
 	if res != nil && err == nil {
@@ -223,7 +223,8 @@ type node struct {
 	sess   core.Session
 }
 
-func (r *run) loop(ctx context.Context, id int, parent *int, depth int, task string, c *core.Context) (*loopResult, error) {
+// loop runs one loop to its answer; info describes c (nil: compute it).
+func (r *run) loop(ctx context.Context, id int, parent *int, depth int, task string, c *core.Context, info *CtxInfo) (*loopResult, error) {
 	n := &node{r: r, id: id, parent: parent, depth: depth, ctx: ctx, c: c}
 	sess, err := r.o.Sandbox(ctx, core.SessionOptions{
 		Context: c,
@@ -248,7 +249,11 @@ func (r *run) loop(ctx context.Context, id int, parent *int, depth int, task str
 	if depth > 0 {
 		caller = "child"
 	}
-	msgs := []llm.Message{{Role: "user", Content: FirstMessage(task, describe(c), depth)}}
+	if info == nil {
+		d := describe(c)
+		info = &d
+	}
+	msgs := []llm.Message{{Role: "user", Content: FirstMessage(task, *info, depth)}}
 	errorsInRow := 0
 	for it := 1; ; it++ {
 		if it > r.o.Budget.MaxIterations {
@@ -532,7 +537,7 @@ func (n *node) rlmQuery(_ context.Context, task string, sub *string) (string, er
 	child := int(r.nodes.Add(1))
 	parent := n.id
 	n.emit(Event{Type: EventSubcall, Kind: "rlm_query", Child: &child, Prompt: task, ContextChars: chars})
-	res, err := r.loop(n.ctx, child, &parent, depth, task, c)
+	res, err := r.loop(n.ctx, child, &parent, depth, task, c, nil)
 	end := Event{Type: EventSubcallEnd, Kind: "rlm_query", Child: &child}
 	if err != nil {
 		end.Error = err.Error()
