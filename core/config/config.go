@@ -268,8 +268,19 @@ func setFromString(fv reflect.Value, raw string) error {
 	return nil
 }
 
-// TOML renders c as a TOML document (for `rlm config show`).
+// TOML renders c as a TOML document (for `rlm config show`). API keys
+// are shown as "(set)", never in clear.
 func (c Config) TOML() (string, error) {
+	if len(c.Providers) > 0 {
+		ps := make(map[string]Provider, len(c.Providers))
+		for k, p := range c.Providers {
+			if p.APIKey != "" {
+				p.APIKey = "(set)"
+			}
+			ps[k] = p
+		}
+		c.Providers = ps
+	}
 	var b strings.Builder
 	err := toml.NewEncoder(&b).Encode(c)
 	return b.String(), err
