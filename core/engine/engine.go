@@ -457,7 +457,13 @@ func (n *node) forced(msgs []llm.Message, why string) (*loopResult, error) {
 	if err := n.check(); err != nil {
 		return nil, err
 	}
-	msgs = append(msgs, llm.Message{Role: "user", Content: fmt.Sprintf(forcedMessage, why)})
+	ask := fmt.Sprintf(forcedMessage, why)
+	// Roles must alternate for some servers: join a pending user message.
+	if last := len(msgs) - 1; last >= 0 && msgs[last].Role == "user" {
+		msgs = append(msgs[:last:last], llm.Message{Role: "user", Content: msgs[last].Content + "\n\n" + ask})
+	} else {
+		msgs = append(msgs, llm.Message{Role: "user", Content: ask})
+	}
 	resp, err := n.r.call(n, "forced", msgs)
 	if err != nil {
 		return nil, err

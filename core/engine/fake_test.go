@@ -208,6 +208,16 @@ func (m *fakeModel) Complete(ctx context.Context, req llm.Request) (llm.Response
 	if err := ctx.Err(); err != nil {
 		return llm.Response{}, err
 	}
+	// Like strict servers, require user and assistant turns to alternate,
+	// starting and ending with the user.
+	for i, msg := range req.Messages {
+		if want := []string{"user", "assistant"}[i%2]; msg.Role != want {
+			return llm.Response{}, fmt.Errorf("message %d has role %s, want %s", i, msg.Role, want)
+		}
+	}
+	if len(req.Messages)%2 == 0 {
+		return llm.Response{}, fmt.Errorf("the conversation does not end with a user message")
+	}
 	text, err := m.script(req)
 	if err != nil {
 		return llm.Response{}, err
