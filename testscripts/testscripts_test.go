@@ -18,6 +18,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/root"
+	"github.com/rlmkit/rlm/examples/gen"
 	"github.com/rlmkit/rlm/plugins/python"
 )
 
@@ -26,6 +27,7 @@ import (
 var commands = map[string]func(){
 	"rlm":               func() { os.Exit(root.Main(os.Args[1:])) },
 	"rlm-plugin-python": python.Main,
+	"rlm-gen-examples":  gen.Main,
 }
 
 var sharedCache string
@@ -71,6 +73,10 @@ func params(dir string) testscript.Params {
 			env.Setenv("XDG_CACHE_HOME", sharedCache)
 			env.Setenv("RLM_CONFIG", "")
 			env.Setenv("RLM_PLUGIN_PATH", "")
+			// $EXAMPLES is the repository's examples directory.
+			if ex, err := filepath.Abs("../examples"); err == nil {
+				env.Setenv("EXAMPLES", ex)
+			}
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
