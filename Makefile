@@ -6,15 +6,22 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/rlmkit/rlm/core/native.Version=$(VERSION)
 PLUGINS := $(wildcard plugins/*/cmd/rlm-plugin-*)
 
-.PHONY: all build demo test test-short lint proto bench clean
+.PHONY: all build demo examples test test-short lint proto bench clean
 
 all: build
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/rlm $(addprefix ./,$(PLUGINS))
 
-demo: build
+demo: build examples
 	$(BIN)/rlm exec -r python -c 'import sys; print("hello from", sys.version.split()[0])'
+	$(BIN)/rlm run examples/needle/task.toml --provider replay
+
+# The examples' inputs are generated, not committed (3 MB of haystack).
+examples: examples/needle/haystack.txt examples/aggregate/items.txt
+
+examples/needle/haystack.txt examples/aggregate/items.txt: examples/gen/gen.go
+	$(GO) run ./examples/gen/cmd/rlm-gen-examples examples
 
 # The whole suite: unit tests, plugin RPC tests and testscripts.
 test: build lint

@@ -19,6 +19,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/root"
+	"github.com/rlmkit/rlm/examples/gen"
 	"github.com/rlmkit/rlm/plugins/golang"
 	"github.com/rlmkit/rlm/plugins/node"
 	"github.com/rlmkit/rlm/plugins/python"
@@ -33,6 +34,7 @@ var commands = map[string]func(){
 	"rlm-plugin-node":   node.Main,
 	"rlm-plugin-golang": golang.Main,
 	"rlm-plugin-shell":  shell.Main,
+	"rlm-gen-examples":  gen.Main,
 }
 
 var sharedCache string
@@ -91,6 +93,10 @@ func params(dir string) testscript.Params {
 			// scripts that need rlm without its plugins beside it.
 			if rlm, err := exec.LookPath("rlm"); err == nil {
 				env.Setenv("RLM_TEST_BIN", filepath.Dir(rlm))
+			}
+			// $EXAMPLES is the repository's examples directory.
+			if ex, err := filepath.Abs("../examples"); err == nil {
+				env.Setenv("EXAMPLES", ex)
 			}
 			return nil
 		},

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/rlmkit/rlm/core/llm"
 )
 
 // Config is the whole file. Every key here is documented in
@@ -30,6 +32,40 @@ type Config struct {
 	// $RLM_PLUGIN_PATH.
 	PluginDirs []string `toml:"plugin_dirs"`
 	Limits     Limits   `toml:"limits"`
+	// Run holds the defaults of `rlm run`.
+	Run Run `toml:"run"`
+	// Providers configure the model providers by name ([providers.openai]).
+	Providers map[string]Provider `toml:"providers"`
+	// Pricing adds or overrides model prices (USD per million tokens) in
+	// core/llm's table, for cost accounting and max_cost_usd.
+	Pricing map[string]llm.Price `toml:"pricing"`
+}
+
+// Run is the [run] table: the defaults of `rlm run`. Budgets of 0 are
+// unlimited (except max_iterations, whose 0 means the engine default).
+type Run struct {
+	Provider       string   `toml:"provider" env:"RLM_PROVIDER"`
+	Model          string   `toml:"model" env:"RLM_MODEL"`
+	SubcallModel   string   `toml:"subcall_model" env:"RLM_SUBCALL_MODEL"`
+	MaxIterations  int      `toml:"max_iterations"`
+	MaxDepth       int      `toml:"max_depth"`
+	MaxTokens      int64    `toml:"max_tokens"`
+	MaxCostUSD     float64  `toml:"max_cost_usd"`
+	MaxTime        Duration `toml:"max_time"`
+	MaxErrors      int      `toml:"max_errors"`
+	MaxOutputChars int      `toml:"max_output_chars"`
+	MaxConcurrent  int      `toml:"max_concurrent"`
+}
+
+// Provider is one [providers.NAME] table. Empty fields take the provider's
+// own defaults (and the API key its environment variable).
+type Provider struct {
+	BaseURL    string   `toml:"base_url"`
+	APIKey     string   `toml:"api_key"`
+	Timeout    Duration `toml:"timeout"`
+	MaxRetries int      `toml:"max_retries"`
+	Transcript string   `toml:"transcript"`
+	Command    string   `toml:"command"`
 }
 
 // Limits are the defaults for exec and sessions.
@@ -48,6 +84,17 @@ func Default() Config {
 			Timeout:   Duration(30 * time.Second),
 			MaxOutput: 1 << 20,
 		},
+		Run: Run{
+			Provider:       "anthropic",
+			MaxIterations:  20,
+			MaxDepth:       1,
+			MaxTime:        Duration(30 * time.Minute),
+			MaxErrors:      5,
+			MaxOutputChars: 20000,
+			MaxConcurrent:  16,
+		},
+		Providers: map[string]Provider{},
+		Pricing:   map[string]llm.Price{},
 	}
 }
 
@@ -221,8 +268,19 @@ func setFromString(fv reflect.Value, raw string) error {
 	return nil
 }
 
-// TOML renders c as a TOML document (for `rlm config show`).
+// TOML renders c as a TOML document (for `rlm config show`). API keys
+// are shown as "(set)", never in clear.
 func (c Config) TOML() (string, error) {
+	if len(c.Providers) > 0 {
+		ps := make(map[string]Provider, len(c.Providers))
+		for k, p := range c.Providers {
+			if p.APIKey != "" {
+				p.APIKey = "(set)"
+			}
+			ps[k] = p
+		}
+		c.Providers = ps
+	}
 	var b strings.Builder
 	err := toml.NewEncoder(&b).Encode(c)
 	return b.String(), err

@@ -104,3 +104,19 @@ func TestEnvOverridesFile(t *testing.T) {
 		t.Fatalf("bad env backend accepted: %v", err)
 	}
 }
+
+func TestShowHidesAPIKeys(t *testing.T) {
+	p := t.TempDir() + "/x.toml"
+	os.WriteFile(p, []byte("[providers.openai]\napi_key = \"sk-secret-123\"\nbase_url = \"http://h/v1\"\n"), 0o644)
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.TOML()
+	if err != nil || strings.Contains(out, "sk-secret-123") || !strings.Contains(out, "(set)") || !strings.Contains(out, "http://h/v1") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if c.Providers["openai"].APIKey != "sk-secret-123" {
+		t.Fatal("TOML changed the config")
+	}
+}

@@ -1,0 +1,424 @@
+// Package runcmd implements `rlm run`: answer a task about a (possibly
+// huge) context with a Recursive Language Model loop.
+package runcmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/backend"
+	"github.com/rlmkit/rlm/core/config"
+	"github.com/rlmkit/rlm/core/engine"
+	"github.com/rlmkit/rlm/core/llm"
+)
+
+// Exit codes of rlm run (0 and 2 are shared by every command).
+const (
+	ExitBudget      = 3   // a budget ran out before an answer was found
+	ExitProvider    = 4   // a model call failed (after retries)
+	ExitSandbox     = 5   // the REPL could not be started or died
+	ExitInterrupted = 130 // interrupted (Ctrl-C, SIGTERM)
+)
+
+// DefaultModels are the models used when none is configured.
+var DefaultModels = map[string]string{
+	"anthropic": "claude-sonnet-4-5",
+	"openai":    "gpt-4o",
+	"ollama":    "llama3.1",
+}
+
+// Options are run's parsed flags.
+type Options struct {
+	F *cmdutil.Factory
+
+	TaskFile      string
+	Task          string
+	Context       string
+	Provider      string
+	Model         string
+	SubcallModel  string
+	MaxIterations int
+	MaxDepth      int
+	MaxCost       float64
+	MaxTokens     int64
+	MaxTime       time.Duration
+	MaxErrors     int
+	Trace         string
+	Format        string
+	Backend       string
+	BaseURL       string
+	Transcript    string
+	Quiet         bool
+	Verbose       bool
+	Changed       func(name string) bool
+
+	// Sandbox replaces the backend's sessions (tests).
+	Sandbox core.SandboxFactory
+}
+
+// NewCmd builds the command; runF replaces the run function in tests.
+func NewCmd(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+	o := &Options{F: f}
+	cmd := &cobra.Command{
+		Use:   "run (TASKFILE | --task TEXT [--context FILE|-]) [flags]",
+		Short: "Answer a task about a large context with a Recursive Language Model",
+		Long: `Answer a task with a Recursive Language Model: the model never reads the
+context directly; it explores it with Python code in a REPL whose variable
+` + "`context`" + ` holds it, asks sub-questions with llm_query, hands sub-tasks to
+recursive copies of itself with rlm_query, and finishes with FINAL(answer)
+or FINAL_VAR(variable).
+
+A TASKFILE is TOML: task, one of context_file / context_glob / context, and
+optionally provider, model, subcall_model, transcript and a [budget] table.
+Flags override the file, which overrides rlm.toml's [run] table.
+
+The answer goes to stdout; progress to stderr when it is a terminal.
+
+Exit status:
+  0    an answer was found
+  2    usage or configuration error
+  3    a budget (tokens, cost, time) ran out before an answer
+  4    the model provider failed (after retries)
+  5    the sandbox (REPL) failed
+  130  interrupted`,
+		Example: `  rlm run examples/needle/task.toml --provider replay
+  rlm run --task 'How many errors are logged?' --context app.log --provider openai --model gpt-4o-mini
+  cat notes.txt | rlm run --task 'Summarise the decisions' --context - --format json
+  rlm run task.toml --trace run.jsonl && rlm trace show run.jsonl`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Changed = cmd.Flags().Changed
+			if len(args) == 1 {
+				o.TaskFile = args[0]
+			}
+			if o.TaskFile == "" && o.Task == "" {
+				return cmdutil.Usagef("give a TASKFILE or --task TEXT")
+			}
+			if o.Format != "text" && o.Format != "json" {
+				return cmdutil.Usagef("--format %q: use text or json", o.Format)
+			}
+			if o.Quiet && o.Verbose {
+				return cmdutil.Usagef("--quiet and --verbose exclude each other")
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return run(cmd.Context(), o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.Task, "task", "", "the task (overrides the task file's)")
+	fl.StringVar(&o.Context, "context", "", "file whose content becomes `context`, or - for stdin (overrides the task file's)")
+	fl.StringVar(&o.Provider, "provider", "", "model provider: "+strings.Join(llm.Providers(), ", ")+" (default from config: anthropic)")
+	fl.StringVar(&o.Model, "model", "", "model driving the loop (default: the provider's)")
+	fl.StringVar(&o.SubcallModel, "subcall-model", "", "model answering llm_query (default: --model)")
+	fl.IntVar(&o.MaxIterations, "max-iterations", 0, "model turns per loop before a best answer is asked for (default 20)")
+	fl.IntVar(&o.MaxDepth, "max-depth", 0, "deepest rlm_query recursion; 0 disables it (default 1)")
+	fl.Float64Var(&o.MaxCost, "max-cost", 0, "cost cap of the whole run in USD (default: none)")
+	fl.Int64Var(&o.MaxTokens, "max-tokens", 0, "token cap of the whole run, sub-calls included (default: none)")
+	fl.DurationVar(&o.MaxTime, "max-time", 0, "wall-time cap of the whole run, e.g. 5m (default 30m)")
+	fl.IntVar(&o.MaxErrors, "max-errors", 0, "failed code blocks in a row before a best answer is asked for (default 5)")
+	fl.StringVar(&o.Trace, "trace", "", "write every event of the run to FILE as JSON lines")
+	fl.StringVar(&o.Format, "format", "text", "output: text (the answer) or json (answer, source, usage)")
+	fl.StringVarP(&o.Backend, "backend", "b", "", "what runs the REPL: auto, daemon, native or pyodide (default from config: auto)")
+	fl.StringVar(&o.BaseURL, "base-url", "", "the provider's endpoint (OpenAI-compatible servers, a local Ollama...)")
+	fl.StringVar(&o.Transcript, "transcript", "", "trace or transcript the replay provider answers from")
+	fl.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress on stderr")
+	fl.BoolVarP(&o.Verbose, "verbose", "v", false, "one line on stderr per event (model call, code block, sub-call)")
+	return cmd
+}
+
+// plan is everything resolved from flags, task file and config.
+type plan struct {
+	task         string
+	ctx          *core.Context
+	provider     string
+	model        string
+	subcallModel string
+	llmOpts      llm.Options
+	budget       engine.Budget
+	limits       core.Limits
+	maxOutput    int
+	maxConc      int
+	backend      string
+}
+
+func (o *Options) changed(name string) bool { return o.Changed != nil && o.Changed(name) }
+
+// resolve applies flag > task file > config > default.
+func (o *Options) resolve(cfg config.Config) (*plan, error) {
+	p := &plan{}
+	var tf *TaskFile
+	if o.TaskFile != "" {
+		var err error
+		if tf, err = LoadTaskFile(o.TaskFile); err != nil {
+			return nil, err
+		}
+	} else {
+		tf = &TaskFile{}
+	}
+	p.task = first(o.Task, tf.Task)
+	if strings.TrimSpace(p.task) == "" {
+		return nil, fmt.Errorf("%s has no task: set task = \"...\" or pass --task", o.TaskFile)
+	}
+	switch {
+	case o.Context == "-":
+		b, err := io.ReadAll(o.F.IO.In)
+		if err != nil {
+			return nil, fmt.Errorf("reading the context from stdin: %w", err)
+		}
+		p.ctx = &core.Context{Data: b, Kind: "text"}
+	case o.Context != "":
+		b, err := os.ReadFile(o.Context)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read --context file: %w", err)
+		}
+		p.ctx = &core.Context{Data: b, Kind: "text"}
+	default:
+		var err error
+		if p.ctx, err = tf.LoadContext(); err != nil {
+			return nil, err
+		}
+	}
+
+	rc := cfg.Run
+	p.provider = first(o.Provider, tf.Provider, rc.Provider)
+	if !slices.Contains(llm.Providers(), p.provider) {
+		return nil, fmt.Errorf("unknown provider %q: use one of %s", p.provider, strings.Join(llm.Providers(), ", "))
+	}
+	p.model = first(o.Model, tf.Model, rc.Model, DefaultModels[p.provider])
+	p.subcallModel = first(o.SubcallModel, tf.SubcallModel, rc.SubcallModel, p.model)
+
+	pc := cfg.Providers[p.provider]
+	p.maxConc = rc.MaxConcurrent
+	p.llmOpts = llm.Options{
+		BaseURL:       first(o.BaseURL, pc.BaseURL),
+		APIKey:        pc.APIKey,
+		Timeout:       time.Duration(pc.Timeout),
+		MaxRetries:    pc.MaxRetries,
+		MaxConcurrent: p.maxConc,
+		Transcript:    first(o.Transcript, tf.rel(tf.Transcript), pc.Transcript),
+		Command:       pc.Command,
+	}
+	if p.provider == "replay" && p.llmOpts.Transcript == "" {
+		return nil, fmt.Errorf("the replay provider needs a transcript: pass --transcript TRACE (a file written by --trace) or set transcript in the task file")
+	}
+
+	b := engine.Budget{
+		MaxIterations: rc.MaxIterations, MaxDepth: rc.MaxDepth, MaxTokens: rc.MaxTokens,
+		MaxCostUSD: rc.MaxCostUSD, MaxTime: time.Duration(rc.MaxTime), MaxErrors: rc.MaxErrors,
+	}
+	tb := tf.Budget
+	setIf(&b.MaxIterations, tb.MaxIterations)
+	setIf(&b.MaxDepth, tb.MaxDepth)
+	setIf(&b.MaxTokens, tb.MaxTokens)
+	setIf(&b.MaxCostUSD, tb.MaxCostUSD)
+	setIf(&b.MaxErrors, tb.MaxErrors)
+	if tb.MaxTime != nil {
+		b.MaxTime = time.Duration(*tb.MaxTime)
+	}
+	if o.changed("max-iterations") {
+		b.MaxIterations = o.MaxIterations
+	}
+	if o.changed("max-depth") {
+		b.MaxDepth = o.MaxDepth
+	}
+	if o.changed("max-tokens") {
+		b.MaxTokens = o.MaxTokens
+	}
+	if o.changed("max-cost") {
+		b.MaxCostUSD = o.MaxCost
+	}
+	if o.changed("max-time") {
+		b.MaxTime = o.MaxTime
+	}
+	if o.changed("max-errors") {
+		b.MaxErrors = o.MaxErrors
+	}
+	switch {
+	case b.MaxIterations < 1:
+		return nil, fmt.Errorf("max-iterations must be at least 1 (got %d)", b.MaxIterations)
+	case b.MaxDepth < 0:
+		return nil, fmt.Errorf("max-depth must not be negative (got %d)", b.MaxDepth)
+	case b.MaxTokens < 0 || b.MaxCostUSD < 0 || b.MaxTime < 0 || b.MaxErrors < 0:
+		return nil, fmt.Errorf("budgets must not be negative")
+	}
+	p.budget = b
+	p.limits = core.Limits{Wall: time.Duration(cfg.Limits.Timeout), MaxOutputBytes: int64(cfg.Limits.MaxOutput)}
+	p.maxOutput = rc.MaxOutputChars
+	p.backend = first(o.Backend, cfg.Backend)
+	if err := backend.Check(p.backend); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func setIf[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+func first(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func run(ctx context.Context, o *Options) error {
+	cfg, _, err := o.F.Config()
+	if err != nil {
+		return err
+	}
+	p, err := o.resolve(cfg)
+	if err != nil {
+		return cmdutil.Usage(err)
+	}
+	llm.SetPrices(cfg.Pricing)
+	if o.Verbose {
+		p.llmOpts.Logger = slog.New(slog.NewTextHandler(o.F.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	prov, err := llm.New(p.provider, p.llmOpts)
+	if err != nil {
+		return cmdutil.Usage(err)
+	}
+
+	var trace *traceFile
+	if o.Trace != "" {
+		if trace, err = createTrace(o.Trace); err != nil {
+			return cmdutil.Usage(err)
+		}
+		defer trace.Close()
+	}
+
+	extra := map[string]string{}
+	factory := o.Sandbox
+	if factory == nil {
+		rt, err := backend.Open(ctx, "python", o.F.BackendOptions(p.backend))
+		if err != nil {
+			return &cmdutil.ExitError{Code: ExitSandbox, Err: fmt.Errorf("cannot start the python REPL: %w", err)}
+		}
+		defer rt.Close()
+		extra["backend"] = rt.Backend
+		factory = func(ctx context.Context, so core.SessionOptions) (core.Session, error) {
+			so.Runtime = "python"
+			return rt.OpenSession(ctx, so)
+		}
+	}
+
+	prog := newProgress(o.F.IO.ErrOut, o.Quiet, o.Verbose)
+	opts := engine.Options{
+		Provider: prov, Model: p.model, SubcallModel: p.subcallModel, Sandbox: factory,
+		Budget: p.budget, CellLimits: p.limits, MaxOutputChars: p.maxOutput, MaxConcurrent: p.maxConc,
+		OnEvent: prog.event,
+		Record:  engine.RunConfig{Provider: p.provider, Extra: extra},
+	}
+	if trace != nil {
+		opts.Trace = trace
+	}
+	eng, err := engine.New(opts)
+	if err != nil {
+		return cmdutil.Usage(err)
+	}
+	prog.start()
+	res, runErr := eng.Run(ctx, p.task, p.ctx)
+	prog.stop()
+	if trace != nil {
+		if err := trace.Close(); err != nil {
+			fmt.Fprintf(o.F.IO.ErrOut, "rlm: warning: the trace %s is incomplete: %v\n", o.Trace, err)
+		}
+	}
+	if o.Format == "json" {
+		out := struct {
+			Answer string       `json:"answer"`
+			Source string       `json:"answer_source"`
+			Usage  engine.Usage `json:"usage"`
+			Error  string       `json:"error,omitempty"`
+		}{res.Answer, res.Source, res.Usage, ""}
+		if runErr != nil {
+			out.Error = runErr.Error()
+		}
+		enc := json.NewEncoder(o.F.IO.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else if runErr == nil {
+		ans := res.Answer
+		if !strings.HasSuffix(ans, "\n") {
+			ans += "\n"
+		}
+		io.WriteString(o.F.IO.Out, ans)
+	}
+	if runErr == nil {
+		return nil
+	}
+	return &cmdutil.ExitError{Code: exitCode(ctx, runErr), Err: runErr}
+}
+
+func exitCode(ctx context.Context, err error) int {
+	switch {
+	case errors.Is(err, engine.ErrBudgetExhausted):
+		return ExitBudget
+	case ctx.Err() != nil || errors.Is(err, context.Canceled):
+		return ExitInterrupted
+	case errors.Is(err, engine.ErrProvider):
+		return ExitProvider
+	case errors.Is(err, engine.ErrSandbox):
+		return ExitSandbox
+	}
+	return cmdutil.ExitFailure
+}
+
+// traceFile remembers the first write error so that a full disk does not
+// end the run but is reported.
+type traceFile struct {
+	f   *os.File
+	err error
+}
+
+func createTrace(path string) (*traceFile, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--trace: %w", err)
+	}
+	return &traceFile{f: f}, nil
+}
+
+func (t *traceFile) Write(b []byte) (int, error) {
+	if t.err != nil {
+		return 0, t.err
+	}
+	n, err := t.f.Write(b)
+	if err != nil {
+		t.err = err
+	}
+	return n, err
+}
+
+func (t *traceFile) Close() error {
+	if t.f == nil {
+		return t.err
+	}
+	err := t.f.Close()
+	t.f = nil
+	if t.err == nil {
+		t.err = err
+	}
+	return t.err
+}

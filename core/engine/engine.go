@@ -1,0 +1,570 @@
+// Package engine runs Recursive Language Model loops: a model that never
+// sees its (possibly huge) input directly, but explores it through a Python
+// REPL whose `context` variable holds it, asks sub-questions with
+// llm_query, hands sub-tasks to recursive copies of itself with rlm_query,
+// and finishes with FINAL(answer) or FINAL_VAR(variable).
+//
+// The engine imports no backend: it is given a [core.SandboxFactory] (the
+// CLI builds one after resolving the backend; a library user may pass their
+// own) and an [llm.Provider].
+//
+// # Notes
+//
+// One Run is one tree of loops. The root loop (depth 0) and every child
+// started by rlm_query share one meter, so tokens, cost, time and the usage
+// totals include sub-calls at every depth, whatever goroutine they run on
+// (batched queries run concurrently). Each loop has its own sandbox session,
+// opened from the same factory, and closes it when the loop ends.
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/llm"
+)
+
+// Options configure an [Engine]. Provider, Model and Sandbox are required.
+type Options struct {
+	// Provider answers every model call of the run.
+	Provider llm.Provider
+	// Model drives the loops; SubcallModel answers llm_query (and
+	// rlm_query past the maximum depth). SubcallModel defaults to Model.
+	Model        string
+	SubcallModel string
+	// Sandbox opens one REPL session per loop.
+	Sandbox core.SandboxFactory
+	// Budget bounds the run; zero MaxIterations takes
+	// [DefaultMaxIterations]. MaxDepth is used as given (0: no recursion).
+	Budget Budget
+	// CellLimits bound each code block (wall time, memory, output...).
+	CellLimits core.Limits
+	// Env is passed to every session.
+	Env map[string]string
+	// MaxOutputChars is how much of a block's output the model sees, head
+	// and tail (default [DefaultMaxOutputChars]).
+	MaxOutputChars int
+	// MaxConcurrent bounds the queries of one batched call in flight
+	// (default [DefaultMaxConcurrent]).
+	MaxConcurrent int
+	// MaxTokensPerCall caps each model reply (0: the provider default).
+	MaxTokensPerCall int
+	// Temperature is passed to every call (nil: the model's default).
+	Temperature *float64
+	// SystemPrompt replaces [SystemPrompt].
+	SystemPrompt string
+	// Trace receives the run's events as JSON lines.
+	Trace io.Writer
+	// OnEvent receives every event as it happens (progress display). Calls
+	// are serialised; keep it fast.
+	OnEvent func(Event)
+	// Record is added to the run_start event (never put secrets here).
+	Record RunConfig
+}
+
+// Defaults for [Options].
+const (
+	DefaultMaxOutputChars = 20_000
+	DefaultMaxConcurrent  = 16
+)
+
+// Answer sources.
+const (
+	SourceFinal    = "final"     // FINAL(answer)
+	SourceFinalVar = "final_var" // FINAL_VAR(name)
+	SourceForced   = "forced"    // asked for after the iterations or errors ran out
+)
+
+// Result is a run's outcome.
+type Result struct {
+	Answer string `json:"answer"`
+	// Source is how the answer was given: final, final_var or forced.
+	// Empty when the run ended without an answer.
+	Source string `json:"answer_source"`
+	Usage  Usage  `json:"usage"`
+}
+
+// Errors a run can end with besides [ErrBudgetExhausted]; errors.Is tells
+// them apart.
+var (
+	// ErrProvider: a model call failed (after the provider's retries).
+	ErrProvider = errors.New("model call failed")
+	// ErrSandbox: a session could not be opened or stopped answering.
+	ErrSandbox = errors.New("sandbox failure")
+)
+
+type failure struct {
+	kind error
+	msg  string
+	err  error
+}
+
+func (f *failure) Error() string   { return f.msg + ": " + f.err.Error() }
+func (f *failure) Unwrap() []error { return []error{f.kind, f.err} }
+
+// Engine runs RLM loops. It is safe to Run concurrently.
+type Engine struct {
+	o Options
+}
+
+// New checks opts and returns an engine.
+func New(opts Options) (*Engine, error) {
+	if opts.Provider == nil {
+		return nil, errors.New("engine: no model provider")
+	}
+	if opts.Sandbox == nil {
+		return nil, errors.New("engine: no sandbox factory")
+	}
+	if opts.Model == "" && opts.Provider.Name() != "replay" && opts.Provider.Name() != "claude-code" {
+		return nil, errors.New("engine: no model named")
+	}
+	if opts.SubcallModel == "" {
+		opts.SubcallModel = opts.Model
+	}
+	if opts.Budget.MaxIterations <= 0 {
+		opts.Budget.MaxIterations = DefaultMaxIterations
+	}
+	if opts.Budget.MaxDepth < 0 {
+		opts.Budget.MaxDepth = 0
+	}
+	if opts.MaxOutputChars <= 0 {
+		opts.MaxOutputChars = DefaultMaxOutputChars
+	}
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if opts.SystemPrompt == "" {
+		opts.SystemPrompt = SystemPrompt
+	}
+	return &Engine{o: opts}, nil
+}
+
+// run is the state shared by every loop of one Run.
+type run struct {
+	e      *Engine
+	o      *Options
+	parent context.Context // the caller's context: its end is a cancellation, not a budget
+	meter  *meter
+	trace  *tracer
+	nodes  atomic.Int64
+}
+
+// Run answers task about c (nil: no context). The Result is never nil: on
+// error it holds the usage spent so far. The error is nil when an answer
+// was found, else it matches one of [ErrBudgetExhausted], [ErrProvider],
+// [ErrSandbox] or the context's error.
+func (e *Engine) Run(ctx context.Context, task string, c *core.Context) (*Result, error) {
+	start := time.Now()
+	r := &run{e: e, o: &e.o, parent: ctx, meter: newMeter(e.o.Budget, start), trace: newTracer(e.o.Trace, e.o.OnEvent)}
+	rctx := ctx
+	if e.o.Budget.MaxTime > 0 {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithDeadline(ctx, start.Add(e.o.Budget.MaxTime))
+		defer cancel()
+	}
+	info := describe(c)
+	cfg := e.o.Record
+	cfg.Model, cfg.SubcallModel, cfg.Budget = e.o.Model, e.o.SubcallModel, e.o.Budget
+	if cfg.Provider == "" {
+		cfg.Provider = e.o.Provider.Name()
+	}
+	r.trace.emit(Event{Type: EventRunStart, Time: start.UTC(), Task: task, Config: &cfg, Context: &info})
+
+	res, err := r.loop(rctx, 0, nil, 0, task, c, &info)
+	err = r.explain(err)
+	out := &Result{Usage: r.meter.snapshot()}
+	if res != nil && err == nil {
+		out.Answer, out.Source = res.Answer, res.Source
+	}
+	end := Event{Type: EventRunEnd, Answer: out.Answer, Source: out.Source, Totals: &out.Usage}
+	if err != nil {
+		end.Error = err.Error()
+	}
+	r.trace.emit(end)
+	return out, err
+}
+
+// explain turns the end of the run's deadline into the time budget error.
+func (r *run) explain(err error) error {
+	if err == nil || r.parent.Err() != nil {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) && r.o.Budget.MaxTime > 0 {
+		var be *BudgetError
+		if errors.As(err, &be) {
+			return err
+		}
+		return r.meter.timeError()
+	}
+	return err
+}
+
+// loopResult is one loop's answer.
+type loopResult struct {
+	Answer, Source string
+}
+
+// node is one loop: its place in the tree and its session.
+type node struct {
+	r      *run
+	id     int
+	parent *int
+	depth  int
+	ctx    context.Context
+	c      *core.Context
+	sess   core.Session
+}
+
+// loop runs one loop to its answer; info describes c (nil: compute it).
+func (r *run) loop(ctx context.Context, id int, parent *int, depth int, task string, c *core.Context, info *CtxInfo) (*loopResult, error) {
+	n := &node{r: r, id: id, parent: parent, depth: depth, ctx: ctx, c: c}
+	sess, err := r.o.Sandbox(ctx, core.SessionOptions{
+		Context: c,
+		Limits:  r.o.CellLimits,
+		Env:     r.o.Env,
+		Bridges: core.Bridges{
+			LLMQuery:      n.llmQuery,
+			RLMQuery:      n.rlmQuery,
+			MaxConcurrent: r.o.MaxConcurrent,
+		},
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &failure{kind: ErrSandbox, msg: fmt.Sprintf("opening the REPL session (depth %d)", depth), err: err}
+	}
+	defer sess.Close()
+	n.sess = sess
+
+	caller := "root"
+	if depth > 0 {
+		caller = "child"
+	}
+	if info == nil {
+		d := describe(c)
+		info = &d
+	}
+	msgs := []llm.Message{{Role: "user", Content: FirstMessage(task, *info, depth)}}
+	errorsInRow := 0
+	for it := 1; ; it++ {
+		if it > r.o.Budget.MaxIterations {
+			return n.forced(msgs, fmt.Sprintf("all %d iterations used", r.o.Budget.MaxIterations))
+		}
+		if err := n.check(); err != nil {
+			return nil, err
+		}
+		for _, w := range r.meter.iteration(depth, it) {
+			n.warn(w)
+		}
+		n.emit(Event{Type: EventIteration, Iteration: it})
+		resp, err := n.call(it, caller, r.o.Model, r.o.SystemPrompt, msgs)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, llm.Message{Role: "assistant", Content: resp.Text})
+		reply := ParseReply(resp.Text)
+
+		var fb strings.Builder
+		for i, code := range reply.Code {
+			out, failed, err := n.execute(it, i+1, code)
+			if err != nil {
+				return nil, err
+			}
+			if failed {
+				errorsInRow++
+			} else {
+				errorsInRow = 0
+			}
+			if len(reply.Code) > 1 {
+				fmt.Fprintf(&fb, "Output of block %d of %d:\n", i+1, len(reply.Code))
+			} else {
+				fb.WriteString("Output:\n")
+			}
+			fb.WriteString(out)
+			fb.WriteString("\n\n")
+		}
+		if f := reply.Final; f != nil {
+			if !f.Var {
+				return n.finish(it, f.Value, SourceFinal), nil
+			}
+			val, found, err := n.variable(f.Value)
+			if err != nil {
+				return nil, err
+			}
+			if found {
+				return n.finish(it, val, SourceFinalVar), nil
+			}
+			fmt.Fprintf(&fb, "FINAL_VAR(%s): the REPL has no variable named %s. Set it in a ```repl block first, then finish again.\n\n", f.Value, f.Value)
+		}
+		if len(reply.Code) == 0 && reply.Final == nil {
+			fb.WriteString(noCodeMessage)
+		}
+		if max := r.o.Budget.MaxErrors; max > 0 && errorsInRow >= max {
+			msgs = append(msgs, llm.Message{Role: "user", Content: strings.TrimSpace(fb.String())})
+			return n.forced(msgs, fmt.Sprintf("%d code blocks in a row failed", errorsInRow))
+		}
+		fmt.Fprintf(&fb, "(iteration %d of %d done)", it, r.o.Budget.MaxIterations)
+		msgs = append(msgs, llm.Message{Role: "user", Content: strings.TrimSpace(fb.String())})
+	}
+}
+
+func (n *node) emit(ev Event) {
+	ev.Node, ev.Parent, ev.Depth = n.id, n.parent, n.depth
+	n.r.trace.emit(ev)
+}
+
+func (n *node) warn(w warning) {
+	n.emit(Event{Type: EventBudgetWarning, Budget: w.Kind, Used: w.Used, Limit: w.Limit, Message: w.Msg})
+}
+
+// check returns the error that stops the loop before another model call:
+// a shared budget used up, or the run's context ended.
+func (n *node) check() error {
+	if err := n.r.meter.exhausted(); err != nil {
+		return err
+	}
+	return n.ctx.Err()
+}
+
+// call makes one model call, accounts for it and traces it.
+func (n *node) call(it int, caller, model, system string, msgs []llm.Message) (llm.Response, error) {
+	req := llm.Request{Model: model, System: system, Messages: msgs, MaxTokens: n.r.o.MaxTokensPerCall, Temperature: n.r.o.Temperature}
+	// The trace keeps the request as sent; later appends to msgs must not
+	// show up in it.
+	req.Messages = append([]llm.Message(nil), msgs...)
+	cctx := llm.WithCallInfo(n.ctx, llm.CallInfo{Depth: n.depth, Caller: caller})
+	resp, err := n.r.o.Provider.Complete(cctx, req)
+	if err != nil {
+		n.emit(Event{Type: EventLLMError, Iteration: it, Caller: caller, Request: &req, Error: err.Error()})
+		if n.ctx.Err() != nil {
+			return resp, n.ctx.Err()
+		}
+		return resp, &failure{kind: ErrProvider, msg: fmt.Sprintf("model call failed (depth %d, %s)", n.depth, caller), err: err}
+	}
+	_, priced := llm.LookupPrice(resp.Model)
+	if !priced {
+		_, priced = llm.LookupPrice(model)
+	}
+	if resp.CostUSD > 0 {
+		priced = true
+	}
+	ws := n.r.meter.add(resp.Usage.InputTokens, resp.Usage.OutputTokens, resp.CostUSD, priced, model)
+	totals := n.r.meter.snapshot()
+	n.emit(Event{Type: EventLLMCall, Iteration: it, Caller: caller, Request: &req, Response: &resp,
+		LatencyMs: float64(resp.Latency.Microseconds()) / 1000, Totals: &totals})
+	for _, w := range ws {
+		n.warn(w)
+	}
+	return resp, nil
+}
+
+// execute runs one block and returns what the model is shown and whether
+// the block failed.
+func (n *node) execute(it, block int, code string) (string, bool, error) {
+	res, err := n.sess.Execute(n.ctx, code, n.r.o.CellLimits.Wall)
+	if err != nil {
+		if n.ctx.Err() != nil {
+			return "", false, n.ctx.Err()
+		}
+		return "", false, &failure{kind: ErrSandbox, msg: fmt.Sprintf("running a code block (depth %d, iteration %d)", n.depth, it), err: err}
+	}
+	out, failed := formatResult(res, n.r.o.MaxOutputChars)
+	n.emit(Event{Type: EventCode, Iteration: it, Block: block, Code: code, Output: out, Result: &CodeResult{
+		EndedBy: res.EndedBy, Error: res.Error, DurationMs: res.DurationMs, TimedOut: res.TimedOut,
+		StateLost: res.StateLost, Truncated: res.Truncated,
+	}})
+	return out, failed, nil
+}
+
+// formatResult renders a cell's result for the model.
+func formatResult(res *core.Result, max int) (string, bool) {
+	var b strings.Builder
+	b.WriteString(res.Stdout)
+	if res.StdoutOmitted > 0 {
+		fmt.Fprintf(&b, "\n[the sandbox kept only part of the output: %d bytes omitted]\n", res.StdoutOmitted)
+	}
+	if res.Stderr != "" {
+		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
+			b.WriteByte('\n')
+		}
+		b.WriteString("[stderr]\n")
+		b.WriteString(res.Stderr)
+	}
+	failed := false
+	switch {
+	case res.TimedOut:
+		failed = true
+		fmt.Fprintf(&b, "\n[error] the block was stopped after %s: it ran out of time.", time.Duration(res.DurationMs)*time.Millisecond)
+		if res.StateLost {
+			b.WriteString(" The REPL was restarted: every variable is gone except context and the helpers.")
+		} else {
+			b.WriteString(" Variables set before it are kept.")
+		}
+		b.WriteString(" Make the code faster or work on smaller pieces.")
+	case res.Error != "":
+		failed = true
+		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
+			b.WriteByte('\n')
+		}
+		b.WriteString("[error] ")
+		b.WriteString(res.Error)
+		if res.StateLost {
+			b.WriteString("\nThe REPL was restarted: every variable is gone except context and the helpers.")
+		}
+	case res.EndedBy != "" && res.EndedBy != "exit":
+		failed = true
+		fmt.Fprintf(&b, "\n[error] the block ended by %s", res.EndedBy)
+	}
+	s := strings.TrimRight(b.String(), "\n")
+	if s == "" {
+		s = "(no output)"
+	}
+	return Truncate(s, max), failed
+}
+
+// variable reads a FINAL_VAR: a string as is, anything else as JSON.
+func (n *node) variable(name string) (string, bool, error) {
+	raw, found, err := n.sess.Variable(n.ctx, name)
+	if err != nil {
+		if n.ctx.Err() != nil {
+			return "", false, n.ctx.Err()
+		}
+		return "", false, &failure{kind: ErrSandbox, msg: fmt.Sprintf("reading variable %s (depth %d)", name, n.depth), err: err}
+	}
+	if !found {
+		return "", false, nil
+	}
+	return jsonText(raw), true, nil
+}
+
+func (n *node) finish(it int, answer, source string) *loopResult {
+	totals := n.r.meter.snapshot()
+	n.emit(Event{Type: EventFinal, Iteration: it, Answer: answer, Source: source, Totals: &totals})
+	return &loopResult{Answer: answer, Source: source}
+}
+
+// forced asks once for the best final answer.
+func (n *node) forced(msgs []llm.Message, why string) (*loopResult, error) {
+	if err := n.check(); err != nil {
+		return nil, err
+	}
+	ask := fmt.Sprintf(forcedMessage, why)
+	// Roles must alternate for some servers: join a pending user message.
+	if last := len(msgs) - 1; last >= 0 && msgs[last].Role == "user" {
+		msgs = append(msgs[:last:last], llm.Message{Role: "user", Content: msgs[last].Content + "\n\n" + ask})
+	} else {
+		msgs = append(msgs, llm.Message{Role: "user", Content: ask})
+	}
+	resp, err := n.r.call(n, "forced", msgs)
+	if err != nil {
+		return nil, err
+	}
+	answer := strings.TrimSpace(resp.Text)
+	if f := ParseReply(resp.Text).Final; f != nil {
+		answer = f.Value
+		if f.Var {
+			val, found, err := n.variable(f.Value)
+			if err != nil {
+				return nil, err
+			}
+			if found {
+				answer = val
+			}
+		}
+	}
+	return n.finish(0, answer, SourceForced), nil
+}
+
+func (r *run) call(n *node, caller string, msgs []llm.Message) (llm.Response, error) {
+	return n.call(0, caller, r.o.Model, r.o.SystemPrompt, msgs)
+}
+
+// llmQuery is the llm_query bridge of a loop.
+func (n *node) llmQuery(_ context.Context, prompt, model string) (string, error) {
+	r := n.r
+	r.meter.subcall()
+	if model == "" {
+		model = r.o.SubcallModel
+	}
+	n.emit(Event{Type: EventSubcall, Kind: "llm_query", Prompt: prompt})
+	if err := n.check(); err != nil {
+		return "", err
+	}
+	sub := &node{r: r, id: n.id, parent: n.parent, depth: n.depth, ctx: n.ctx}
+	resp, err := sub.call(0, "llm_query", model, "", []llm.Message{{Role: "user", Content: prompt}})
+	if err != nil {
+		return "", err
+	}
+	return resp.Text, nil
+}
+
+// rlmQuery is the rlm_query bridge: a child loop one level deeper, or past
+// the maximum depth a plain model call.
+func (n *node) rlmQuery(_ context.Context, task string, sub *string) (string, error) {
+	r := n.r
+	r.meter.subcall()
+	depth := n.depth + 1
+	c := n.c
+	if sub != nil {
+		c = &core.Context{Data: []byte(*sub), Kind: "text"}
+	}
+	chars := 0
+	if c != nil {
+		chars = len(c.Data)
+	}
+	if err := n.check(); err != nil {
+		n.emit(Event{Type: EventSubcall, Kind: "rlm_query", Prompt: task, ContextChars: chars, Error: err.Error()})
+		return "", err
+	}
+	if depth > r.o.Budget.MaxDepth {
+		n.emit(Event{Type: EventSubcall, Kind: "rlm_query", Prompt: task, ContextChars: chars,
+			Message: fmt.Sprintf("depth %d is past the maximum %d: answered by one model call", depth, r.o.Budget.MaxDepth)})
+		prompt := task
+		if c != nil {
+			prompt += "\n\nContext:\n" + string(c.Data)
+		}
+		fb := &node{r: r, id: n.id, parent: n.parent, depth: n.depth, ctx: n.ctx}
+		resp, err := fb.call(0, "rlm_fallback", r.o.SubcallModel, "", []llm.Message{{Role: "user", Content: prompt}})
+		if err != nil {
+			return "", err
+		}
+		return resp.Text, nil
+	}
+	r.meter.reachDepth(depth)
+	child := int(r.nodes.Add(1))
+	parent := n.id
+	n.emit(Event{Type: EventSubcall, Kind: "rlm_query", Child: &child, Prompt: task, ContextChars: chars})
+	res, err := r.loop(n.ctx, child, &parent, depth, task, c, nil)
+	end := Event{Type: EventSubcallEnd, Kind: "rlm_query", Child: &child}
+	if err != nil {
+		end.Error = err.Error()
+		n.emit(end)
+		return "", err
+	}
+	end.Answer, end.Source = res.Answer, res.Source
+	n.emit(end)
+	return res.Answer, nil
+}
+
+// jsonText renders a variable's JSON: a string unquoted, anything else as
+// compact JSON.
+func jsonText(raw []byte) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) == nil {
+		return buf.String()
+	}
+	return string(raw)
+}
