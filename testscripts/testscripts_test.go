@@ -69,6 +69,10 @@ func params(dir string) testscript.Params {
 			"noprocs":    cmdNoProcs,
 			"filesize":   cmdFileSize,
 			"countlines": cmdCountLines,
+			"freeport":   cmdFreePort,
+			"waitfor":    cmdWaitFor,
+			"http":       cmdHTTP,
+			"signal":     cmdSignal,
 		},
 		Condition: func(cond string) (bool, error) {
 			return false, fmt.Errorf("unknown condition %q", cond)

@@ -30,6 +30,38 @@ type Config struct {
 	// $RLM_PLUGIN_PATH.
 	PluginDirs []string `toml:"plugin_dirs"`
 	Limits     Limits   `toml:"limits"`
+	Serve      Serve    `toml:"serve"`
+}
+
+// Serve configures `rlm serve`. The earlier server's variables
+// SANDBOX_MODE and SANDBOX_MAX_CONCURRENT are read by the command, below
+// the RLM_ ones.
+type Serve struct {
+	// Addr is the listen address; loopback unless asked otherwise.
+	Addr string `toml:"addr" env:"RLM_ADDR"`
+	// Mode lists the runtimes to serve, comma-separated, the first being
+	// the default; empty auto-detects python, golang, node, shell.
+	Mode string `toml:"mode" env:"RLM_MODE"`
+	// MaxConcurrent bounds runs in flight; 0 means the number of CPUs.
+	MaxConcurrent int `toml:"max_concurrent" env:"RLM_MAX_CONCURRENT"`
+	// Queue is how many requests may wait for a run slot.
+	Queue int `toml:"queue" env:"RLM_QUEUE"`
+	// QueueWait bounds one request's wait in the queue.
+	QueueWait Duration `toml:"queue_wait" env:"RLM_QUEUE_WAIT"`
+	// BodyLimit bounds a request body.
+	BodyLimit Size `toml:"body_limit" env:"RLM_BODY_LIMIT"`
+	// MaxTimeout caps a request's timeout.
+	MaxTimeout Duration `toml:"max_timeout" env:"RLM_MAX_TIMEOUT"`
+	// Token, when set, is required as a bearer token (not on /health).
+	Token string `toml:"token" env:"RLM_TOKEN"`
+	// SessionIdle closes sessions unused this long.
+	SessionIdle Duration `toml:"session_idle" env:"RLM_SESSION_IDLE"`
+	// MaxSessions bounds open sessions.
+	MaxSessions int `toml:"max_sessions" env:"RLM_MAX_SESSIONS"`
+	// Grace is how long in-flight requests may finish after SIGTERM.
+	Grace Duration `toml:"grace" env:"RLM_GRACE"`
+	// LogFormat is text or json.
+	LogFormat string `toml:"log_format" env:"RLM_LOG_FORMAT"`
 }
 
 // Limits are the defaults for exec and sessions.
@@ -47,6 +79,18 @@ func Default() Config {
 		Limits: Limits{
 			Timeout:   Duration(30 * time.Second),
 			MaxOutput: 1 << 20,
+		},
+		Serve: Serve{
+			Addr:        "127.0.0.1:8080",
+			Mode:        "",
+			Queue:       64,
+			QueueWait:   Duration(10 * time.Second),
+			BodyLimit:   8 << 20,
+			MaxTimeout:  Duration(5 * time.Minute),
+			SessionIdle: Duration(10 * time.Minute),
+			MaxSessions: 64,
+			Grace:       Duration(5 * time.Second),
+			LogFormat:   "text",
 		},
 	}
 }
@@ -151,6 +195,20 @@ func (c Config) validate(path string) error {
 	}
 	if c.Runtime == "" {
 		return &Error{Source: src, Key: "runtime", Msg: "must not be empty"}
+	}
+	return c.Serve.validate(src)
+}
+
+func (s Serve) validate(src string) error {
+	switch {
+	case s.MaxConcurrent < 0:
+		return &Error{Source: src, Key: "serve.max_concurrent", Msg: "must not be negative (0 means the number of CPUs)"}
+	case s.Queue < 0:
+		return &Error{Source: src, Key: "serve.queue", Msg: "must not be negative"}
+	case s.MaxSessions < 0:
+		return &Error{Source: src, Key: "serve.max_sessions", Msg: "must not be negative"}
+	case s.LogFormat != "text" && s.LogFormat != "json":
+		return &Error{Source: src, Key: "serve.log_format", Msg: fmt.Sprintf("%q is not a log format: use text or json", s.LogFormat)}
 	}
 	return nil
 }
