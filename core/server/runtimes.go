@@ -214,7 +214,7 @@ func OpenModes(ctx context.Context, open Opener, modes []string) ([]string, map[
 		rt, info, err := probe(ctx, open, m)
 		if err != nil {
 			closeAll()
-			return nil, nil, nil, fmt.Errorf("mode=%s but %v", m, err)
+			return nil, nil, nil, fmt.Errorf("mode=%s but %w", m, err)
 		}
 		rts[m], infos[m] = rt, info
 	}
