@@ -1,5 +1,3 @@
-// Package bench measures rlm against the systems it replaces. Run with
-// `make bench` (go test -run '^$' -bench . -benchtime 200x ./bench/...).
 package bench
 
 import (
@@ -13,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,17 +20,7 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/server"
-	"github.com/rlmkit/rlm/plugins/python"
 )
-
-// TestMain doubles as the python plugin, launched under its name.
-func TestMain(m *testing.M) {
-	if filepath.Base(os.Args[0]) == plugin.Prefix+"python" {
-		python.Main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
 
 // trivial is the request every benchmark sends.
 const trivial = `{"code": "print(1)"}`
@@ -123,34 +110,15 @@ func load(b *testing.B, url string, clients int) {
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatal(err)
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	pct := func(p float64) float64 {
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
-	}
+	p50, p99 := percentiles(lat)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(float64(p50.Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
 }
 
-func realPython(b *testing.B) string {
-	p, err := exec.LookPath("python3")
-	if err != nil {
-		b.Skip("python3 is not installed")
-	}
-	t, err := python.Probe(p)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return t.Exe
-}
-
+// pluginOpener launches the python plugin built by TestMain.
 func pluginOpener(b *testing.B) server.Opener {
-	dir := b.TempDir()
-	self, _ := os.Executable()
-	path := filepath.Join(dir, plugin.Prefix+"python")
-	if err := os.Symlink(self, path); err != nil {
-		b.Fatal(err)
-	}
+	path := filepath.Join(binDir, plugin.Prefix+"python")
 	return func(ctx context.Context, name string) (*core.Runtime, error) {
 		p, err := plugin.Launch(path)
 		if err != nil {
