@@ -3,12 +3,14 @@ package server_test
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/server"
 )
 
@@ -364,5 +366,96 @@ func TestHealth(t *testing.T) {
 	}
 	if r := call(t, "POST", url+"/execute", `{"code": "echo"}`); r.status != 503 || r.errCode() != "shutting_down" {
 		t.Errorf("execute while draining: %d %s", r.status, r.raw)
+	}
+}
+
+// Python sessions through the server, once the python plugin serves them.
+func TestSessionsPython(t *testing.T) {
+	url, _ := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, nil)})
+	r := call(t, "POST", url+"/sessions", `{"context": {"rows": [1, 2, 3]}}`)
+	if r.status == 501 {
+		t.Skipf("the python plugin in this build has no sessions: %s", r.errMsg())
+	}
+	if r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.raw)
+	}
+	id := r.body["id"].(string)
+	exec := func(code string) reply {
+		return call(t, "POST", url+"/sessions/"+id+"/execute", mustJSON(map[string]any{"code": code, "timeout_ms": 10000}))
+	}
+	if r := exec("x = sum(context['rows']) * 7\nprint('ok')"); r.body["status"] != "success" || r.body["stdout"] != "ok\n" {
+		t.Fatalf("cell: %s", r.raw)
+	}
+	if r := call(t, "GET", url+"/sessions/"+id+"/variables/x", ""); r.body["value"] != 42.0 {
+		t.Errorf("x: %s", r.raw)
+	}
+	r = exec("llm_query('hello')")
+	if r.body["status"] != "error" || !strings.Contains(mustJSON(r.body), "no LLM configured") {
+		t.Errorf("llm_query without an LLM: %s", r.raw)
+	}
+	if r := exec("print(x)"); r.body["stdout"] != "42\n" {
+		t.Errorf("state after an error: %s", r.raw)
+	}
+	if r := call(t, "DELETE", url+"/sessions/"+id, ""); r.status != 204 {
+		t.Errorf("delete: %d", r.status)
+	}
+}
+
+// Several modes: the first is the default, a request's language picks
+// another, health lists them all.
+func TestSeveralModes(t *testing.T) {
+	a, b := &fakeRuntime{name: "alpha"}, &fakeRuntime{name: "beta"}
+	oa, ob := fakeOpener(t, a, nil), fakeOpener(t, b, nil)
+	open := func(ctx context.Context, name string) (*core.Runtime, error) {
+		if name == "beta" {
+			return ob(ctx, name)
+		}
+		return oa(ctx, name)
+	}
+	modes, rts, _, err := server.OpenModes(context.Background(), open, server.ParseModes("alpha, beta,alpha"))
+	if err != nil || len(modes) != 2 {
+		t.Fatalf("OpenModes: %v %v", modes, err)
+	}
+	url, _ := start(t, server.Config{Modes: modes, Open: open, Runtimes: rts})
+	call(t, "POST", url+"/execute", `{"code": "echo"}`)
+	call(t, "POST", url+"/execute", `{"code": "echo", "language": "beta"}`)
+	call(t, "POST", url+"/execute", `{"code": "echo", "language": "BETA"}`)
+	if a.runs.Load() != 1 || b.runs.Load() != 2 {
+		t.Errorf("runs: alpha %d, beta %d; want 1, 2", a.runs.Load(), b.runs.Load())
+	}
+	h := call(t, "GET", url+"/health", "")
+	if h.body["mode"] != "alpha" || mustJSON(h.body["modes"]) != `["alpha","beta"]` || mustJSON(h.body["runtimes"]) != `{"alpha":"Fake 1.0","beta":"Fake 1.0"}` {
+		t.Errorf("health: %s", h.raw)
+	}
+}
+
+func TestOpenModesErrors(t *testing.T) {
+	open := func(ctx context.Context, name string) (*core.Runtime, error) {
+		return nil, fmt.Errorf("no plugin for %s", name)
+	}
+	if _, _, _, err := server.OpenModes(context.Background(), open, []string{"golang"}); err == nil || err.Error() != "mode=golang but no plugin for golang" {
+		t.Errorf("explicit mode: %v", err)
+	}
+	_, _, _, err := server.OpenModes(context.Background(), open, nil)
+	if err == nil || !strings.Contains(err.Error(), "tried python, golang, node, shell") || !strings.Contains(err.Error(), "shell: no plugin for shell") {
+		t.Errorf("auto-detect: %v", err)
+	}
+	// Detection stops at the first available runtime, in order.
+	f := &fakeRuntime{name: "x"}
+	var tried []string
+	good := fakeOpener(t, f, nil)
+	open2 := func(ctx context.Context, name string) (*core.Runtime, error) {
+		tried = append(tried, name)
+		if name == "node" || name == "shell" {
+			return good(ctx, name)
+		}
+		return nil, fmt.Errorf("absent")
+	}
+	modes, rts, _, err := server.OpenModes(context.Background(), open2, nil)
+	if err != nil || mustJSON(modes) != `["node"]` || mustJSON(tried) != `["python","golang","node"]` {
+		t.Errorf("detected %v after trying %v: %v", modes, tried, err)
+	}
+	for _, rt := range rts {
+		rt.Close()
 	}
 }
