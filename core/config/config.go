@@ -280,7 +280,11 @@ func setFromString(fv reflect.Value, raw string) error {
 }
 
 // TOML renders c as a TOML document (for `rlm config show`).
+// Secrets (serve.token) are shown as "(set)", never in clear.
 func (c Config) TOML() (string, error) {
+	if c.Serve.Token != "" {
+		c.Serve.Token = "(set)"
+	}
 	var b strings.Builder
 	err := toml.NewEncoder(&b).Encode(c)
 	return b.String(), err

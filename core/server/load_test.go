@@ -17,8 +17,10 @@ import (
 	"github.com/rlmkit/rlm/core/server"
 )
 
-// A few thousand requests from 32 concurrent clients: each is answered
-// 200 or 429, none is lost, one plugin serves them all, and afterwards no
+// A few thousand requests from 32 concurrent clients (2 slots and a
+// queue of 24, so a few clients bounce off with 429 and retry), some of
+// them timing out with a background child: each is answered 200 or 429,
+// none is lost, one plugin serves them all, and afterwards no
 // program process or working directory is left and memory is where it was.
 func TestLoad(t *testing.T) {
 	if testing.Short() {
@@ -28,7 +30,7 @@ func TestLoad(t *testing.T) {
 	t.Setenv("TMPDIR", tmp) // the plugin's workspaces land here, and only theirs
 	var launches atomic.Int64
 	url, _ := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, &launches),
-		MaxConcurrent: runtime.NumCPU(), Queue: 16})
+		MaxConcurrent: runtime.NumCPU(), Queue: 24})
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	post := func(code string) (int, []byte, error) {
@@ -55,7 +57,7 @@ func TestLoad(t *testing.T) {
 	heap0, rss0, prss0 := heapInUse(), rss(os.Getpid()), rss(plugins[0])
 
 	const clients, total = 32, 2000
-	var next, ok, busy, other atomic.Int64
+	var next, ok, busy, other, timeouts atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
 	for c := 0; c < clients; c++ {
@@ -68,13 +70,25 @@ func TestLoad(t *testing.T) {
 					return
 				}
 				want := "n" + strconv.FormatInt(i, 10)
-				st, b, err := post(`{"code": "print('` + want + `')"}`)
+				body := `{"code": "print('` + want + `')"}`
+				if i%100 == 0 {
+					// Every 100th run times out with a background child: its
+					// processes and directory must go too.
+					body = `{"code": "import subprocess, time; subprocess.Popen(['sleep', '313']); time.sleep(30)", "timeout_ms": 200}`
+					want = `"status":"timeout"`
+				} else {
+					want = `"stdout":"` + want + `\n"`
+				}
+				st, b, err := post(body)
 				switch {
 				case err != nil:
 					other.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
-				case st == 200 && bytes.Contains(b, []byte(`"stdout":"`+want+`\n"`)):
+				case st == 200 && bytes.Contains(b, []byte(want)):
 					ok.Add(1)
+					if i%100 == 0 {
+						timeouts.Add(1)
+					}
 				case st == 429:
 					busy.Add(1)
 					time.Sleep(5 * time.Millisecond) // a polite client backs off
@@ -86,12 +100,13 @@ func TestLoad(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d requests from %d clients: %d ran (200), %d refused (429), %d other", total, clients, ok.Load(), busy.Load(), other.Load())
+	t.Logf("%d requests from %d clients: %d ran (200; %d of them timed out), %d refused (429), %d other",
+		total, clients, ok.Load(), timeouts.Load(), busy.Load(), other.Load())
 	if other.Load() != 0 || ok.Load()+busy.Load() != total {
 		t.Fatalf("requests lost or failed: %d other; first: %v", other.Load(), firstErr.Load())
 	}
-	if ok.Load() == 0 {
-		t.Fatalf("no request ran")
+	if ok.Load() == 0 || timeouts.Load() == 0 {
+		t.Fatalf("%d requests ran, %d of them timeouts; want some of each", ok.Load(), timeouts.Load())
 	}
 	if n := launches.Load(); n != 1 {
 		t.Errorf("%d plugin launches, want 1 for the server's life", n)
@@ -102,7 +117,9 @@ func TestLoad(t *testing.T) {
 	if dirs, _ := filepath.Glob(filepath.Join(tmp, "rlm-run-*")); len(dirs) != 0 {
 		t.Errorf("%d working directories left: %v", len(dirs), dirs[:min(3, len(dirs))])
 	}
-	waitFor(t, "no program processes", func() bool { return strings.Join(procsMentioning(tmp), "\n") == helpers })
+	waitFor(t, "no program processes", func() bool {
+		return strings.Join(procsMentioning(tmp), "\n") == helpers && len(procsMentioning("sleep 313")) == 0
+	})
 
 	heap1, rss1, prss1 := heapInUse(), rss(os.Getpid()), rss(plugins[0])
 	t.Logf("heap in use %d → %d KiB; server RSS %d → %d KiB; plugin RSS %d → %d KiB", heap0>>10, heap1>>10, rss0, rss1, prss0, prss1)
