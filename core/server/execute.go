@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -116,6 +117,9 @@ func Response(lang string, r *core.Result) ExecuteResponse {
 	return out
 }
 
+// bodyReadTime bounds how long reading one request body may take.
+const bodyReadTime = 60 * time.Second
+
 // decodeBody reads one JSON object into v, refusing unknown fields, bodies
 // over the limit (413, without reading the rest) and other media types.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *APIError {
@@ -133,6 +137,13 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *APIE
 		// close the connection so the client stops sending.
 		w.Header().Set("Connection", "close")
 		return tooLarge
+	}
+	// A body must arrive in bodyReadTime: a client trickling bytes would
+	// otherwise hold its connection forever. (http.Server.ReadTimeout
+	// cannot do this: it would also cancel long runs once the body is read.)
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(bodyReadTime)) == nil {
+		defer rc.SetReadDeadline(time.Time{})
 	}
 	body := http.MaxBytesReader(w, r.Body, s.cfg.BodyLimit)
 	dec := json.NewDecoder(body)
@@ -152,6 +163,7 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *APIE
 		return nil
 	}
 	var (
+		ne  net.Error
 		mbe *http.MaxBytesError
 		se  *json.SyntaxError
 		te  *json.UnmarshalTypeError
@@ -159,6 +171,9 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *APIE
 	switch {
 	case errors.As(err, &mbe):
 		return tooLarge
+	case errors.As(err, &ne) && ne.Timeout():
+		w.Header().Set("Connection", "close")
+		return apiErr(http.StatusRequestTimeout, "body_timeout", fmt.Sprintf("the request body did not arrive within %s", bodyReadTime))
 	case errors.Is(err, io.EOF):
 		return apiErr(http.StatusBadRequest, CodeBadJSON, "the body is empty: send a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
