@@ -131,6 +131,13 @@ time.sleep(60)`
 	}
 }
 
+// noPlugins waits until earlier tests' plugins have exited (their
+// teardown after SIGKILL is asynchronous), so counts start from zero.
+func noPlugins(t *testing.T) {
+	t.Helper()
+	waitFor(t, "earlier plugins to exit", func() bool { return len(childPlugins()) == 0 })
+}
+
 // killPlugin kills this process's one plugin child and waits until it died.
 func killPlugin(t *testing.T) {
 	t.Helper()
@@ -176,6 +183,7 @@ func alive(pid int) bool {
 // One plugin serves every request; when it dies it is launched again, and
 // the request that found it dead still gets its answer.
 func TestPluginRelaunchedAfterDeath(t *testing.T) {
+	noPlugins(t)
 	var launches atomic.Int64
 	url, srv := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, &launches)})
 	for i := 0; i < 5; i++ {

@@ -26,6 +26,7 @@ func TestLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("load test skipped with -short")
 	}
+	noPlugins(t)
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp) // the plugin's workspaces land here, and only theirs
 	var launches atomic.Int64
