@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -143,14 +144,33 @@ func cmdSignal(ts *testscript.TestScript, neg bool, args []string) {
 	if !ok {
 		ts.Fatalf("signal: unknown signal %q", args[0])
 	}
-	procs := matchingProcs(args[1:])
-	if len(procs) == 0 {
+	pids := pidsMatching(args[1])
+	if len(pids) == 0 {
 		ts.Fatalf("signal: no process matches %q", args[1])
 	}
-	for _, p := range procs {
-		pid, _ := strconv.Atoi(strings.SplitN(p, ":", 2)[0])
+	for _, pid := range pids {
 		if err := syscall.Kill(pid, sig); err != nil {
 			ts.Fatalf("signal %d: %v", pid, err)
 		}
 	}
+}
+
+// pidsMatching lists the processes whose command line contains pattern.
+func pidsMatching(pattern string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		if strings.Contains(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})), pattern) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
