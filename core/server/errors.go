@@ -11,6 +11,7 @@ import (
 const (
 	CodeBadJSON            = "bad_json"
 	CodeBadField           = "bad_field"
+	CodeBadRequest         = "bad_request" // the runtime refused the request
 	CodeNotFound           = "not_found"
 	CodeMethodNotAllowed   = "method_not_allowed"
 	CodeBodyTooLarge       = "body_too_large"

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/program"
 )
@@ -385,7 +387,10 @@ func clientGone() *APIError {
 }
 
 func (s *Server) runError(ctx context.Context, lang string, err error) *APIError {
-	var ae *APIError
+	var (
+		ae      *APIError
+		refused *core.RefusedError
+	)
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -394,6 +399,10 @@ func (s *Server) runError(ctx context.Context, lang string, err error) *APIError
 			Message: "the server stopped before the run finished (shutdown grace period over)"}
 	case ctx.Err() != nil:
 		return clientGone()
+	case errors.As(err, &refused) && refused.Code == codes.InvalidArgument:
+		return apiErr(http.StatusBadRequest, CodeBadRequest, err.Error())
+	case errors.As(err, &refused) && refused.Code == codes.FailedPrecondition:
+		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeRuntimeUnavailable, Message: err.Error(), RetryAfter: 1}
 	case errors.Is(err, core.ErrUnsupported):
 		return apiErr(http.StatusNotImplemented, CodeUnsupported, fmt.Sprintf("the %s runtime does not support this: %v", lang, err))
 	}

@@ -459,3 +459,13 @@ func TestOpenModesErrors(t *testing.T) {
 		rt.Close()
 	}
 }
+
+// A request the runtime itself refuses (a file clashing with the program
+// file) is the client's mistake: 400, not 500.
+func TestRuntimeRefusalIs400(t *testing.T) {
+	url, _ := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, nil)})
+	r := call(t, "POST", url+"/execute", `{"code": "print(1)", "files": {"main.py": "eA=="}}`)
+	if r.status != 400 || r.errCode() != "bad_request" || !strings.Contains(r.errMsg(), "main.py") {
+		t.Errorf("got %d %s", r.status, r.raw)
+	}
+}

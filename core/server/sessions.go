@@ -323,7 +323,13 @@ func (s *Server) handleSessionVariable(w http.ResponseWriter, r *http.Request, i
 	defer e.cell.Unlock()
 	v, found, err := e.sess.Variable(r.Context(), name)
 	if err != nil {
-		writeError(w, s.sessionError(r.Context(), e, err))
+		if r.Context().Err() != nil {
+			writeError(w, s.runError(r.Context(), e.language, err))
+			return
+		}
+		// The runtime could not read it (say, not a valid name). The
+		// session stays: if it is gone, its next cell says so.
+		writeError(w, apiErr(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("reading %q: %v", name, err)))
 		return
 	}
 	if !found {
