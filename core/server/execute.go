@@ -293,10 +293,19 @@ func (s *Server) program(req *ExecuteRequest) (core.Program, *APIError) {
 		}
 		p.Files = append(p.Files, core.File{Path: clean, Data: data})
 	}
+	// The kernel refuses one argument or variable over 128 KiB and a
+	// command line plus environment over a few MiB; say so here rather
+	// than fail the start.
+	const maxArg, maxArgs = 128<<10 - 1, 1 << 20
+	total := 0
 	for i, a := range req.Args {
 		if strings.ContainsRune(a, 0) {
 			return p, badField(fmt.Sprintf("args[%d]", i), "contains a NUL byte")
 		}
+		if len(a) > maxArg {
+			return p, badField(fmt.Sprintf("args[%d]", i), "is over %d bytes", maxArg)
+		}
+		total += len(a) + 1
 	}
 	p.Args = req.Args
 	for k, v := range req.Env {
@@ -306,6 +315,13 @@ func (s *Server) program(req *ExecuteRequest) (core.Program, *APIError) {
 		if strings.ContainsRune(v, 0) {
 			return p, badField(fmt.Sprintf("env[%q]", k), "value contains a NUL byte")
 		}
+		if len(k)+len(v)+1 > maxArg {
+			return p, badField(fmt.Sprintf("env[%q]", k), "is over %d bytes", maxArg)
+		}
+		total += len(k) + len(v) + 2
+	}
+	if total > maxArgs {
+		return p, badField("args", "args and env together are over %d bytes", maxArgs)
 	}
 	p.Env = req.Env
 	for i, r := range req.Requirements {

@@ -90,7 +90,7 @@ func TestTimeoutIsCappedByMax(t *testing.T) {
 func TestRequestErrors(t *testing.T) {
 	f := &fakeRuntime{name: "fake"}
 	cfg := fakeConfig(t, f)
-	cfg.BodyLimit = 1000
+	cfg.BodyLimit = 1 << 20
 	url, _ := start(t, cfg)
 	cases := []struct {
 		name, method, path, body string
@@ -111,8 +111,9 @@ func TestRequestErrors(t *testing.T) {
 		{"escaping file", "POST", "/execute", `{"code": "echo", "files": {"../etc/x": ""}}`, nil, 400, "bad_field", `../etc/x`},
 		{"absolute file", "POST", "/execute", `{"code": "echo", "files": {"/etc/x": ""}}`, nil, 400, "bad_field", `/etc/x`},
 		{"bad env", "POST", "/execute", `{"code": "echo", "env": {"A=B": "x"}}`, nil, 400, "bad_field", `env`},
+		{"huge arg", "POST", "/execute", `{"code": "echo", "args": ["` + strings.Repeat("a", 200<<10) + `"]}`, nil, 400, "bad_field", `args[0]`},
 		{"not json", "POST", "/execute", `code=1`, []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, "unsupported_media_type", "JSON"},
-		{"too large", "POST", "/execute", `{"code": "` + strings.Repeat("x", 2000) + `"}`, nil, 413, "body_too_large", "1000"},
+		{"too large", "POST", "/execute", `{"code": "` + strings.Repeat("x", 2<<20) + `"}`, nil, 413, "body_too_large", "1048576"},
 		{"no such path", "GET", "/nope", ``, nil, 404, "not_found", "/nope"},
 		{"no such session", "DELETE", "/sessions/abc", ``, nil, 404, "session_not_found", "abc"},
 		{"wrong method", "GET", "/execute", ``, nil, 405, "method_not_allowed", "POST"},
