@@ -336,8 +336,30 @@ func (s *Server) program(req *ExecuteRequest) (core.Program, *APIError) {
 	return p, nil
 }
 
+// busy is the 429 answer when every slot is taken and the queue is full.
+func (s *Server) busy() *APIError {
+	s.metrics.rejected.Inc()
+	return &APIError{Status: http.StatusTooManyRequests, Code: CodeBusy, RetryAfter: s.retryAfter(),
+		Message: fmt.Sprintf("all %d run slots are busy and the queue (%d) is full; retry later", s.cfg.MaxConcurrent, s.cfg.Queue)}
+}
+
+// enter admits a request that will run something before its body is read,
+// so that no more than slots+queue bodies are ever held; leave must follow.
+func (s *Server) enter(w http.ResponseWriter) bool {
+	if s.limit.enter() {
+		return true
+	}
+	w.Header().Set("Connection", "close") // its body is not read
+	writeError(w, s.busy())
+	return false
+}
+
 func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 	rec := w.(*recorder)
+	if !s.enter(w) {
+		return
+	}
+	defer s.limit.leave()
 	var req ExecuteRequest
 	if e := s.decodeBody(w, r, &req); e != nil {
 		writeError(w, e)
@@ -380,9 +402,7 @@ func (s *Server) admit(ctx context.Context) (func(), *APIError) {
 	release, err := s.limit.acquire(ctx)
 	switch {
 	case errors.Is(err, errBusy):
-		s.metrics.rejected.Inc()
-		return nil, &APIError{Status: http.StatusTooManyRequests, Code: CodeBusy, RetryAfter: s.retryAfter(),
-			Message: fmt.Sprintf("all %d run slots are busy and the queue (%d) is full; retry later", s.cfg.MaxConcurrent, s.cfg.Queue)}
+		return nil, s.busy()
 	case err != nil && s.draining.Load():
 		return nil, &APIError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down", RetryAfter: 1}
 	case err != nil:

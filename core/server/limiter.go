@@ -16,6 +16,10 @@ var errBusy = errors.New("busy")
 // token: acquiring is one non-blocking send on the fast path, and a waiter
 // that gives up (its client went away) simply stops waiting.
 type limiter struct {
+	// admitted counts requests between reading their body and answering;
+	// at most cap(slots)+maxQueue, so bodies held in memory are bounded
+	// too, not only runs.
+	admitted atomic.Int64
 	slots    chan struct{}
 	maxQueue int64
 	wait     time.Duration
@@ -28,6 +32,18 @@ type limiter struct {
 func newLimiter(slots, queue int, wait time.Duration) *limiter {
 	return &limiter{slots: make(chan struct{}, slots), maxQueue: int64(queue), wait: wait}
 }
+
+// enter admits one request to read its body and wait for a slot; false
+// means the server is full. leave must follow a true.
+func (l *limiter) enter() bool {
+	if l.admitted.Add(1) > int64(cap(l.slots))+l.maxQueue {
+		l.admitted.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (l *limiter) leave() { l.admitted.Add(-1) }
 
 func (l *limiter) changed() {
 	if l.onChange != nil {

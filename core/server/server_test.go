@@ -204,6 +204,19 @@ func TestOverloadAnswers429(t *testing.T) {
 	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 {
 		t.Errorf("Retry-After = %q", r.header.Get("Retry-After"))
 	}
+	// A full server refuses before reading the body: bodies held in
+	// memory are bounded by slots + queue.
+	big := &countingBody{prefix: []byte(`{"code": "`), n: 64 << 20}
+	req, _ := http.NewRequest("POST", url+"/execute", big)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 || big.read.Load() > 16<<20 {
+		t.Errorf("a 64 MiB body to a full server: %d after %d bytes sent", resp.StatusCode, big.read.Load())
+	}
 	h := call(t, "GET", url+"/health", "")
 	if h.body["current_load"] != 1.0 || h.body["capacity"] != 1.0 {
 		t.Errorf("health under load: %s", h.raw)
@@ -216,7 +229,7 @@ func TestOverloadAnswers429(t *testing.T) {
 		t.Errorf("after the slot freed: %d %s", r.status, r.raw)
 	}
 	m := call(t, "GET", url+"/metrics", "")
-	if !strings.Contains(string(m.raw), "rlm_serve_rejected_total 1") {
+	if !strings.Contains(string(m.raw), "rlm_serve_rejected_total 2") {
 		t.Errorf("metrics do not count the 429")
 	}
 }

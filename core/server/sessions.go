@@ -197,6 +197,25 @@ type VariableResponse struct {
 
 func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	rec := w.(*recorder)
+	if s.draining.Load() {
+		writeError(w, &APIError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down", RetryAfter: 1})
+		return
+	}
+	// Room is reserved before the body (which may hold a large context) is
+	// read, so at most MaxSessions bodies are held.
+	id, ok := s.sessions.reserve()
+	if !ok {
+		w.Header().Set("Connection", "close") // its body is not read
+		writeError(w, &APIError{Status: http.StatusTooManyRequests, Code: CodeTooManySessions, RetryAfter: s.retryAfter(),
+			Message: fmt.Sprintf("the server holds its maximum of %d sessions: DELETE one, or wait for idle ones to expire", s.cfg.MaxSessions)})
+		return
+	}
+	added := false
+	defer func() {
+		if !added {
+			s.sessions.unreserve(id)
+		}
+	}()
 	var req SessionRequest
 	if e := s.decodeBody(w, r, &req); e != nil {
 		writeError(w, e)
@@ -217,16 +236,6 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 			sctx = &core.Context{Data: req.Context, Kind: "json"}
 		}
 	}
-	if s.draining.Load() {
-		writeError(w, &APIError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down", RetryAfter: 1})
-		return
-	}
-	id, ok := s.sessions.reserve()
-	if !ok {
-		writeError(w, &APIError{Status: http.StatusTooManyRequests, Code: CodeTooManySessions, RetryAfter: s.retryAfter(),
-			Message: fmt.Sprintf("the server holds its maximum of %d sessions: DELETE one, or wait for idle ones to expire", s.cfg.MaxSessions)})
-		return
-	}
 	sess, err := withRuntime(r.Context(), s.slots[lang], func(rt *core.Runtime) (core.Session, error) {
 		return rt.OpenSession(r.Context(), core.SessionOptions{
 			Runtime: lang, Context: sctx, Bridges: s.cfg.Bridges,
@@ -234,7 +243,6 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 		})
 	})
 	if err != nil {
-		s.sessions.unreserve(id)
 		writeError(w, s.runError(r.Context(), lang, err))
 		return
 	}
@@ -243,6 +251,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down", RetryAfter: 1})
 		return
 	}
+	added = true
 	writeJSON(w, http.StatusCreated, SessionCreated{ID: id, Language: lang, IdleTimeoutSeconds: s.cfg.SessionIdle.Seconds()})
 }
 
@@ -253,6 +262,10 @@ func (s *Server) sessionNotFound(id string) *APIError {
 
 func (s *Server) handleSessionExecute(w http.ResponseWriter, r *http.Request, id string) {
 	rec := w.(*recorder)
+	if !s.enter(w) {
+		return
+	}
+	defer s.limit.leave()
 	var req CellRequest
 	if e := s.decodeBody(w, r, &req); e != nil {
 		writeError(w, e)
