@@ -15,7 +15,14 @@
 //     plugin that dies is launched again on the next call.
 //   - At most MaxConcurrent runs (and session cells) are in flight; up to
 //     Queue more wait at most QueueWait for a slot; anything beyond is
-//     answered 429 with Retry-After at once.
+//     answered 429 with Retry-After at once, before its body is read, so
+//     the memory held in request bodies is bounded as well.
+//   - A plugin that died is relaunched and the call that found it dead is
+//     made once more (it may have died while idle). Programs are stateless,
+//     so the cost of the retry is that a program which kills its own
+//     plugin runs twice; it then gets 503.
+//   - User mistakes are 4xx, never 500: what the runtime itself refuses
+//     (core.RefusedError, InvalidArgument) is 400.
 //   - A request's context is the run's context: a client that disconnects
 //     cancels its run, and the program's process group is killed.
 //   - Bodies are read through http.MaxBytesReader: a body over BodyLimit is
