@@ -33,7 +33,9 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"runtime"
@@ -203,6 +205,8 @@ func (s *Server) Close() {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &recorder{ResponseWriter: w, status: 200}
+	reqID := requestID(r.Header.Get("X-Request-Id"))
+	w.Header().Set("X-Request-Id", reqID)
 	route, h := s.route(r)
 	func() {
 		if route != "/health" && s.cfg.Token != "" && !s.authorized(r) {
@@ -214,7 +218,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	d := time.Since(start)
 	s.metrics.observe(route, rec.status, rec.language, rec.result, d)
-	attrs := []any{"method", r.Method, "path", r.URL.Path, "route", route, "status", rec.status,
+	attrs := []any{"request_id", reqID, "method", r.Method, "path", r.URL.Path, "route", route, "status", rec.status,
 		"duration_ms", float64(d.Microseconds()) / 1000, "bytes", rec.bytes, "remote", r.RemoteAddr}
 	if rec.language != "" {
 		attrs = append(attrs, "language", rec.language)
@@ -226,6 +230,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		attrs = append(attrs, "error", rec.errCode)
 	}
 	s.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", argsToAttrs(attrs)...)
+}
+
+// requestID keeps a client's X-Request-Id when it is short and printable,
+// else makes one, so a log line can be matched with a client's report.
+func requestID(given string) string {
+	if n := len(given); n > 0 && n <= 64 && strings.IndexFunc(given, func(r rune) bool { return r <= ' ' || r > '~' }) < 0 {
+		return given
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func argsToAttrs(args []any) []slog.Attr {

@@ -374,6 +374,12 @@ func TestHealth(t *testing.T) {
 	if _, ok := r.body["uptime_seconds"].(float64); !ok {
 		t.Errorf("uptime_seconds missing: %s", r.raw)
 	}
+	if id := r.header.Get("X-Request-Id"); len(id) != 16 {
+		t.Errorf("X-Request-Id = %q, want a generated id", id)
+	}
+	if r := call(t, "GET", url+"/health", "", "X-Request-Id", "abc-123"); r.header.Get("X-Request-Id") != "abc-123" {
+		t.Errorf("a client's X-Request-Id is not kept: %q", r.header.Get("X-Request-Id"))
+	}
 	srv.Drain()
 	if r := call(t, "GET", url+"/health", ""); r.status != 503 || r.body["status"] != "unavailable" {
 		t.Errorf("draining health: %d %s", r.status, r.raw)
