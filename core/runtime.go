@@ -125,6 +125,19 @@ func rpcError(err error) error {
 		return context.Canceled
 	case codes.DeadlineExceeded:
 		return context.DeadlineExceeded
+	case codes.InvalidArgument, codes.FailedPrecondition:
+		return &RefusedError{Code: st.Code(), Msg: st.Message()}
 	}
 	return errors.New(st.Message())
 }
+
+// RefusedError is a runtime's refusal of a request: InvalidArgument (the
+// request is wrong, say a file clashing with the program file) or
+// FailedPrecondition (the runtime cannot run here). Its text is the
+// runtime's message alone; the code lets a server answer 400 or 503.
+type RefusedError struct {
+	Code codes.Code
+	Msg  string
+}
+
+func (e *RefusedError) Error() string { return e.Msg }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -73,6 +74,13 @@ func (r *Runtime) OpenSession(ctx context.Context, opts SessionOptions) (Session
 	if err := s.send(&pb.SessionRequest{Msg: &pb.SessionRequest_Open{Open: &pb.OpenSession{
 		Context: opts.Context.proto(), Limits: opts.Limits.Proto(), Env: opts.Env, Runtime: name,
 	}}}); err != nil {
+		if err == io.EOF {
+			// The server already ended the stream (say, Unimplemented);
+			// gRPC gives its real status to Recv, not to Send.
+			if _, rerr := stream.Recv(); rerr != nil {
+				err = rerr
+			}
+		}
 		cancel()
 		return nil, rpcError(err)
 	}

@@ -39,6 +39,8 @@ type Config struct {
 	// Pricing adds or overrides model prices (USD per million tokens) in
 	// core/llm's table, for cost accounting and max_cost_usd.
 	Pricing map[string]llm.Price `toml:"pricing"`
+	// Serve configures `rlm serve`.
+	Serve Serve `toml:"serve"`
 }
 
 // Run is the [run] table: the defaults of `rlm run`. Budgets of 0 are
@@ -68,6 +70,37 @@ type Provider struct {
 	Command    string   `toml:"command"`
 }
 
+// Serve configures `rlm serve`. The earlier server's variables
+// SANDBOX_MODE and SANDBOX_MAX_CONCURRENT are read by the command, below
+// the RLM_ ones.
+type Serve struct {
+	// Addr is the listen address; loopback unless asked otherwise.
+	Addr string `toml:"addr" env:"RLM_ADDR"`
+	// Mode lists the runtimes to serve, comma-separated, the first being
+	// the default; empty auto-detects python, golang, node, shell.
+	Mode string `toml:"mode" env:"RLM_MODE"`
+	// MaxConcurrent bounds runs in flight; 0 means the number of CPUs.
+	MaxConcurrent int `toml:"max_concurrent" env:"RLM_MAX_CONCURRENT"`
+	// Queue is how many requests may wait for a run slot.
+	Queue int `toml:"queue" env:"RLM_QUEUE"`
+	// QueueWait bounds one request's wait in the queue.
+	QueueWait Duration `toml:"queue_wait" env:"RLM_QUEUE_WAIT"`
+	// BodyLimit bounds a request body.
+	BodyLimit Size `toml:"body_limit" env:"RLM_BODY_LIMIT"`
+	// MaxTimeout caps a request's timeout.
+	MaxTimeout Duration `toml:"max_timeout" env:"RLM_MAX_TIMEOUT"`
+	// Token, when set, is required as a bearer token (not on /health).
+	Token string `toml:"token" env:"RLM_TOKEN"`
+	// SessionIdle closes sessions unused this long.
+	SessionIdle Duration `toml:"session_idle" env:"RLM_SESSION_IDLE"`
+	// MaxSessions bounds open sessions.
+	MaxSessions int `toml:"max_sessions" env:"RLM_MAX_SESSIONS"`
+	// Grace is how long in-flight requests may finish after SIGTERM.
+	Grace Duration `toml:"grace" env:"RLM_GRACE"`
+	// LogFormat is text or json.
+	LogFormat string `toml:"log_format" env:"RLM_LOG_FORMAT"`
+}
+
 // Limits are the defaults for exec and sessions.
 type Limits struct {
 	Timeout   Duration `toml:"timeout" env:"RLM_TIMEOUT"`
@@ -95,6 +128,18 @@ func Default() Config {
 		},
 		Providers: map[string]Provider{},
 		Pricing:   map[string]llm.Price{},
+		Serve: Serve{
+			Addr:        "127.0.0.1:8080",
+			Mode:        "",
+			Queue:       64,
+			QueueWait:   Duration(10 * time.Second),
+			BodyLimit:   8 << 20,
+			MaxTimeout:  Duration(5 * time.Minute),
+			SessionIdle: Duration(10 * time.Minute),
+			MaxSessions: 64,
+			Grace:       Duration(5 * time.Second),
+			LogFormat:   "text",
+		},
 	}
 }
 
@@ -199,6 +244,20 @@ func (c Config) validate(path string) error {
 	if c.Runtime == "" {
 		return &Error{Source: src, Key: "runtime", Msg: "must not be empty"}
 	}
+	return c.Serve.validate(src)
+}
+
+func (s Serve) validate(src string) error {
+	switch {
+	case s.MaxConcurrent < 0:
+		return &Error{Source: src, Key: "serve.max_concurrent", Msg: "must not be negative (0 means the number of CPUs)"}
+	case s.Queue < 0:
+		return &Error{Source: src, Key: "serve.queue", Msg: "must not be negative"}
+	case s.MaxSessions < 0:
+		return &Error{Source: src, Key: "serve.max_sessions", Msg: "must not be negative"}
+	case s.LogFormat != "text" && s.LogFormat != "json":
+		return &Error{Source: src, Key: "serve.log_format", Msg: fmt.Sprintf("%q is not a log format: use text or json", s.LogFormat)}
+	}
 	return nil
 }
 
@@ -268,9 +327,12 @@ func setFromString(fv reflect.Value, raw string) error {
 	return nil
 }
 
-// TOML renders c as a TOML document (for `rlm config show`). API keys
-// are shown as "(set)", never in clear.
+// TOML renders c as a TOML document (for `rlm config show`). Secrets
+// (API keys, serve.token) are shown as "(set)", never in clear.
 func (c Config) TOML() (string, error) {
+	if c.Serve.Token != "" {
+		c.Serve.Token = "(set)"
+	}
 	if len(c.Providers) > 0 {
 		ps := make(map[string]Provider, len(c.Providers))
 		for k, p := range c.Providers {

@@ -16,6 +16,7 @@ import (
 	"github.com/rlmkit/rlm/cmd/rlm/cli/configcmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/execcmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/pluginscmd"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/servecmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/versioncmd"
 )
 
@@ -38,6 +39,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 		pluginscmd.NewCmd(f),
 		versioncmd.NewCmd(f),
 		configcmd.NewCmd(f),
+		servecmd.NewCmd(f, nil),
 	)
 	return cmd
 }

@@ -136,7 +136,8 @@ func (s *Server) read(ready chan<- error) {
 		case m.Status != nil:
 			ws := syscall.WaitStatus(*m.Status)
 			if ch, ok := s.exits[m.Pid]; ok {
-				delete(s.exits, m.Pid)
+				// Wait removes the entry once it has the status: removing
+				// it here would lose an exit that comes before Wait looks.
 				ch <- ws
 			} else {
 				s.early[m.Pid] = ws
@@ -246,6 +247,13 @@ func (p *process) Wait() (program.Exit, error) {
 		return program.Exit{Code: -1}, errors.New("forkserver: unknown child")
 	}
 	ws, ok := <-ch
+	if ok {
+		p.s.mu.Lock()
+		if p.s.exits[p.pid] == ch {
+			delete(p.s.exits, p.pid)
+		}
+		p.s.mu.Unlock()
+	}
 	if !ok {
 		// The server died: the child, in its own group, is killed by
 		// the caller's group kill; report it as killed.

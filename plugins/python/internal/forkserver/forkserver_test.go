@@ -5,9 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
@@ -134,4 +136,44 @@ func BenchmarkForkServerRun(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		runCode(b, s, "print(1)", nil, nil)
 	}
+}
+
+// A child that exits before its Wait begins still reports its status (the
+// exit message used to remove the waiter's channel: "unknown child").
+func TestExitBeforeWait(t *testing.T) {
+	s := start(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "main.py")
+	os.WriteFile(file, []byte("import sys; sys.exit(7)"), 0o644)
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	for i := 0; i < 3; i++ {
+		p, err := s.Spawn([]string{"python3", file}, dir, program.BaseEnv(dir), null, null, null)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Let the child exit and its status arrive before waiting.
+		for alive(p.Pid()) {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond)
+		ex, err := p.Wait()
+		if err != nil || ex.Code != 7 {
+			t.Fatalf("run %d: exit %+v, %v; want code 7", i, ex, err)
+		}
+	}
+}
+
+// alive reports whether pid runs (a zombie counts as dead).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }

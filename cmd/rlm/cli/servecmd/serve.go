@@ -1,0 +1,310 @@
+// Package servecmd implements `rlm serve`: the HTTP sandbox server
+// (core/server) on a listening socket, with signal handling.
+package servecmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/versioncmd"
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/backend"
+	"github.com/rlmkit/rlm/core/config"
+	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/server"
+)
+
+// Options are serve's settings after flags, environment and config.
+type Options struct {
+	F *cmdutil.Factory
+
+	Addr          string
+	Mode          string
+	Backend       string
+	MaxConcurrent int
+	Queue         int
+	QueueWait     time.Duration
+	BodyLimit     string
+	MaxTimeout    time.Duration
+	Token         string
+	SessionIdle   time.Duration
+	MaxSessions   int
+	Grace         time.Duration
+	LogFormat     string
+
+	// Changed reports whether a flag was given.
+	Changed func(name string) bool
+	// Ready, when set, is called with the listening address (tests).
+	Ready func(addr string)
+}
+
+// NewCmd builds the command; runF replaces the run function in tests.
+func NewCmd(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+	o := &Options{F: f}
+	cmd := &cobra.Command{
+		Use:   "serve [flags]",
+		Short: "Serve sandboxed execution over HTTP (POST /execute, sessions, health, metrics)",
+		Long: `Serve sandboxed execution over HTTP.
+
+Endpoints: POST /execute, GET /health, POST /sessions,
+POST /sessions/{id}/execute, GET /sessions/{id}/variables/{name},
+DELETE /sessions/{id}, GET /metrics (Prometheus), GET /openapi.json.
+
+The mode is a comma-separated list of runtimes (python, golang, node,
+shell); the first is the default and a request's "language" picks another.
+Without one, the first available of python, golang, node, shell is used.
+A mode that cannot run here stops the server at start.
+
+Every setting also comes from rlm.toml's [serve] table and from the
+environment (RLM_MODE or SANDBOX_MODE, RLM_MAX_CONCURRENT or
+SANDBOX_MAX_CONCURRENT, RLM_TOKEN, ...; see rlm.toml.example).
+
+On SIGTERM or SIGINT the server stops accepting, lets in-flight requests
+finish for --grace, kills what is left and exits 0.`,
+		Example: `  rlm serve
+  rlm serve --addr 0.0.0.0:8080 --mode python,shell --max-concurrent 4
+  RLM_TOKEN=secret rlm serve --log-format json
+  curl -s localhost:8080/execute -d '{"code": "print(1)"}' -H 'Content-Type: application/json'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Changed = cmd.Flags().Changed
+			if runF != nil {
+				return runF(o)
+			}
+			return Run(cmd.Context(), o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.Addr, "addr", "", "listen address (default from config: 127.0.0.1:8080)")
+	fl.StringVar(&o.Mode, "mode", "", "runtimes to serve, comma-separated, first is the default (default: auto-detect; env RLM_MODE, SANDBOX_MODE)")
+	fl.StringVarP(&o.Backend, "backend", "b", "", "backend for the runtimes: auto, daemon, native or pyodide (default from config: auto)")
+	fl.IntVar(&o.MaxConcurrent, "max-concurrent", 0, "runs in flight at once (default: number of CPUs; env RLM_MAX_CONCURRENT, SANDBOX_MAX_CONCURRENT)")
+	fl.IntVar(&o.Queue, "queue", 0, "requests that may wait for a slot before 429 (default from config: 64)")
+	fl.DurationVar(&o.QueueWait, "queue-wait", 0, "longest wait for a slot before 429 (default from config: 10s)")
+	fl.StringVar(&o.BodyLimit, "body-limit", "", "largest request body, e.g. 8MiB; larger gets 413 (default from config: 8MiB)")
+	fl.DurationVar(&o.MaxTimeout, "max-timeout", 0, "cap on a request's timeout (default from config: 5m)")
+	fl.StringVar(&o.Token, "token", "", "bearer token required on all but /health (prefer env RLM_TOKEN: flags show in ps)")
+	fl.DurationVar(&o.SessionIdle, "session-idle", 0, "close sessions unused this long (default from config: 10m)")
+	fl.IntVar(&o.MaxSessions, "max-sessions", 0, "most sessions open at once (default from config: 64)")
+	fl.DurationVar(&o.Grace, "grace", 0, "on SIGTERM/SIGINT, time in-flight requests get to finish (default from config: 5s)")
+	fl.StringVar(&o.LogFormat, "log-format", "", "request log format on stderr: text or json (default from config: text)")
+	return cmd
+}
+
+// settings merges flags over the configuration (which already holds the
+// file and the RLM_ environment); the earlier server's SANDBOX_ variables
+// sit just below their RLM_ equivalents.
+func (o *Options) settings(cfg config.Config) (config.Serve, string, error) {
+	s := cfg.Serve
+	if os.Getenv("RLM_MODE") == "" {
+		if v := os.Getenv("SANDBOX_MODE"); v != "" {
+			s.Mode = v
+		}
+	}
+	if os.Getenv("RLM_MAX_CONCURRENT") == "" {
+		if v := os.Getenv("SANDBOX_MAX_CONCURRENT"); v != "" {
+			var n int
+			if _, err := fmt.Sscan(v, &n); err != nil || n < 0 {
+				return s, "", fmt.Errorf("SANDBOX_MAX_CONCURRENT=%q is not a whole number", v)
+			}
+			s.MaxConcurrent = n
+		}
+	}
+	changed := func(n string) bool { return o.Changed != nil && o.Changed(n) }
+	if changed("addr") {
+		s.Addr = o.Addr
+	}
+	if changed("mode") {
+		s.Mode = o.Mode
+	}
+	if changed("max-concurrent") {
+		if o.MaxConcurrent < 0 {
+			return s, "", errors.New("--max-concurrent must not be negative")
+		}
+		s.MaxConcurrent = o.MaxConcurrent
+	}
+	if changed("queue") {
+		if o.Queue < 0 {
+			return s, "", errors.New("--queue must not be negative")
+		}
+		s.Queue = o.Queue
+	}
+	positive := func(name string, d time.Duration, dst *config.Duration) error {
+		if !changed(name) {
+			return nil
+		}
+		if d <= 0 {
+			return fmt.Errorf("--%s must be positive", name)
+		}
+		*dst = config.Duration(d)
+		return nil
+	}
+	for _, e := range []error{
+		positive("queue-wait", o.QueueWait, &s.QueueWait),
+		positive("max-timeout", o.MaxTimeout, &s.MaxTimeout),
+		positive("session-idle", o.SessionIdle, &s.SessionIdle),
+		positive("grace", o.Grace, &s.Grace),
+	} {
+		if e != nil {
+			return s, "", e
+		}
+	}
+	if changed("body-limit") {
+		n, err := config.ParseSize(o.BodyLimit)
+		if err != nil || n <= 0 {
+			return s, "", fmt.Errorf("--body-limit: %q is not a positive size", o.BodyLimit)
+		}
+		s.BodyLimit = config.Size(n)
+	}
+	if changed("token") {
+		s.Token = o.Token
+	}
+	if changed("max-sessions") {
+		if o.MaxSessions <= 0 {
+			return s, "", errors.New("--max-sessions must be positive")
+		}
+		s.MaxSessions = o.MaxSessions
+	}
+	if changed("log-format") {
+		if o.LogFormat != "text" && o.LogFormat != "json" {
+			return s, "", fmt.Errorf("--log-format %q: use text or json", o.LogFormat)
+		}
+		s.LogFormat = o.LogFormat
+	}
+	b := cfg.Backend
+	if o.Backend != "" {
+		b = o.Backend
+	}
+	if err := backend.Check(b); err != nil {
+		return s, "", err
+	}
+	if s.Addr == "" {
+		return s, "", errors.New("the listen address is empty")
+	}
+	return s, b, nil
+}
+
+// Run starts the server and blocks until ctx ends (a signal), then shuts
+// down gracefully.
+func Run(ctx context.Context, o *Options) error {
+	cfg, _, err := o.F.Config()
+	if err != nil {
+		return err
+	}
+	st, backendName, err := o.settings(cfg)
+	if err != nil {
+		return cmdutil.Usage(err)
+	}
+	var logger *slog.Logger
+	if st.LogFormat == "json" {
+		logger = slog.New(slog.NewJSONHandler(o.F.IO.ErrOut, nil))
+	} else {
+		logger = slog.New(slog.NewTextHandler(o.F.IO.ErrOut, nil))
+	}
+
+	bopts := o.F.BackendOptions(backendName)
+	open := func(ctx context.Context, name string) (*core.Runtime, error) {
+		return backend.Open(ctx, name, bopts)
+	}
+	modes := server.ParseModes(st.Mode)
+	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	modes, rts, _, err := server.OpenModes(startCtx, open, modes)
+	cancel()
+	if err != nil {
+		return modeError(err)
+	}
+	srv, err := server.New(server.Config{
+		Modes:          modes,
+		Open:           open,
+		Runtimes:       rts,
+		MaxConcurrent:  st.MaxConcurrent,
+		Queue:          st.Queue,
+		QueueWait:      time.Duration(st.QueueWait),
+		BodyLimit:      int64(st.BodyLimit),
+		DefaultTimeout: time.Duration(cfg.Limits.Timeout),
+		MaxTimeout:     time.Duration(st.MaxTimeout),
+		MaxOutput:      int64(cfg.Limits.MaxOutput),
+		Token:          st.Token,
+		SessionIdle:    time.Duration(st.SessionIdle),
+		MaxSessions:    st.MaxSessions,
+		Logger:         logger,
+		Version:        versioncmd.String(),
+	})
+	if err != nil {
+		for _, rt := range rts {
+			rt.Close()
+		}
+		return err
+	}
+	defer srv.Close()
+
+	ln, err := net.Listen("tcp", st.Addr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %w", st.Addr, err)
+	}
+	// Request contexts derive from base: cancelling it after the grace
+	// period kills every run still going.
+	base, killRuns := context.WithCancel(context.Background())
+	defer killRuns()
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	addr := ln.Addr().String()
+	logger.Info("listening", "addr", "http://"+addr, "modes", strings.Join(modes, ","),
+		"max_concurrent", srv.Capacity(), "queue", st.Queue, "auth", st.Token != "", "version", versioncmd.String())
+	if o.Ready != nil {
+		o.Ready(addr)
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving on %s: %w", addr, err)
+	case <-ctx.Done():
+	}
+	grace := time.Duration(st.Grace)
+	logger.Info("shutting down", "grace", grace.String(), "in_flight", srv.InFlight())
+	srv.Drain()
+	gctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := hs.Shutdown(gctx); err != nil {
+		// Grace is over: cancel the runs still going (their process groups
+		// are killed), give their handlers a moment to answer, then close.
+		logger.Warn("grace period over; killing the runs still in flight", "in_flight", srv.InFlight())
+		killRuns()
+		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = hs.Shutdown(fctx)
+		fcancel()
+		_ = hs.Close()
+	}
+	<-served
+	srv.Close()
+	logger.Info("stopped")
+	return nil
+}
+
+// modeError explains a mode that cannot be served.
+func modeError(err error) error {
+	var nf *plugin.NotFoundError
+	if errors.As(err, &nf) && !slices.Contains(server.DetectOrder, nf.Name) {
+		return cmdutil.Usagef("unknown mode %q: use %s (comma-separated for several), or install a plugin named %s%s",
+			nf.Name, strings.Join(server.DetectOrder, ", "), plugin.Prefix, nf.Name)
+	}
+	return err
+}

@@ -1,0 +1,89 @@
+package servecmd
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
+	"github.com/rlmkit/rlm/core/config"
+)
+
+func parse(t *testing.T, args ...string) *Options {
+	t.Helper()
+	f := &cmdutil.Factory{IO: &cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}}
+	var got *Options
+	cmd := NewCmd(f, func(o *Options) error { got = o; return nil })
+	cmd.SetArgs(args)
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func TestFlagsOverConfig(t *testing.T) {
+	o := parse(t, "--addr", "127.0.0.1:9", "--mode", "python,shell", "--max-concurrent", "3", "--queue", "0",
+		"--queue-wait", "2s", "--body-limit", "1MiB", "--max-timeout", "1m", "--token", "t", "--session-idle", "1m",
+		"--max-sessions", "5", "--grace", "1s", "--log-format", "json")
+	s, b, err := o.settings(config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Serve{Addr: "127.0.0.1:9", Mode: "python,shell", MaxConcurrent: 3, Queue: 0,
+		QueueWait: config.Duration(2 * time.Second), BodyLimit: 1 << 20, MaxTimeout: config.Duration(time.Minute),
+		Token: "t", SessionIdle: config.Duration(time.Minute), MaxSessions: 5, Grace: config.Duration(time.Second), LogFormat: "json"}
+	if s != want || b != "auto" {
+		t.Errorf("got %+v %s\nwant %+v", s, b, want)
+	}
+}
+
+func TestEnvironmentPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "rlm.toml")
+	os.WriteFile(p, []byte("[serve]\nmode = \"shell\"\nmax_concurrent = 7\n"), 0o644)
+	t.Setenv("RLM_MODE", "")
+	t.Setenv("RLM_MAX_CONCURRENT", "")
+	t.Setenv("SANDBOX_MODE", "node")
+	t.Setenv("SANDBOX_MAX_CONCURRENT", "3")
+	cfg, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := parse(t).settings(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Mode != "node" || s.MaxConcurrent != 3 {
+		t.Errorf("SANDBOX_ variables should beat the file: %+v", s)
+	}
+	t.Setenv("RLM_MODE", "golang")
+	t.Setenv("RLM_MAX_CONCURRENT", "4")
+	cfg, _ = config.Load(p)
+	s, _, _ = parse(t).settings(cfg)
+	if s.Mode != "golang" || s.MaxConcurrent != 4 {
+		t.Errorf("RLM_ variables should beat SANDBOX_ ones: %+v", s)
+	}
+	s, _, _ = parse(t, "--mode", "python").settings(cfg)
+	if s.Mode != "python" {
+		t.Errorf("the flag should beat the environment: %+v", s)
+	}
+	t.Setenv("RLM_MODE", "")
+	t.Setenv("SANDBOX_MAX_CONCURRENT", "lots")
+	t.Setenv("RLM_MAX_CONCURRENT", "")
+	if _, _, err := parse(t).settings(cfg); err == nil || !strings.Contains(err.Error(), "SANDBOX_MAX_CONCURRENT") {
+		t.Errorf("bad SANDBOX_MAX_CONCURRENT: %v", err)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--log-format", "xml"}, {"--body-limit", "huge"}, {"--queue", "-1"}, {"--grace", "0s"}, {"--max-sessions", "0"}, {"--backend", "warp"},
+	} {
+		if _, _, err := parse(t, args...).settings(config.Default()); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}

@@ -1,0 +1,448 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/program"
+)
+
+// Result statuses of /execute and session cells.
+const (
+	StatusSuccess       = "success"        // exited 0
+	StatusError         = "error"          // non-zero exit, signal, crash
+	StatusTimeout       = "timeout"        // the wall limit ended it
+	StatusInstallError  = "install_error"  // requirements failed to install
+	StatusLimitExceeded = "limit_exceeded" // memory, output, processes, disk or fuel
+	StatusCancelled     = "cancelled"      // the client went away or the server stopped
+)
+
+// ExecuteRequest is the body of POST /execute.
+type ExecuteRequest struct {
+	Code     *string `json:"code"`
+	Language string  `json:"language,omitempty"`
+	// TimeoutSeconds (the earlier server's field) or TimeoutMs, not both.
+	TimeoutSeconds *float64          `json:"timeout_seconds,omitempty"`
+	TimeoutMs      *int64            `json:"timeout_ms,omitempty"`
+	Requirements   []string          `json:"requirements,omitempty"`
+	Files          map[string]string `json:"files,omitempty"` // name → base64
+	Stdin          string            `json:"stdin,omitempty"`
+	Args           []string          `json:"args,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+}
+
+// ExecuteResponse is the body answering POST /execute and session cells.
+type ExecuteResponse struct {
+	Status          string `json:"status"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	ExitCode        int    `json:"exit_code"` // -1 on timeout
+	Signal          string `json:"signal,omitempty"`
+	ExecutionTimeMs int64  `json:"execution_time_ms"`
+	TimedOut        bool   `json:"timed_out"`
+	Truncated       bool   `json:"truncated"`
+	// FilesProduced maps a path relative to $OUTPUT_DIR to base64 content.
+	FilesProduced map[string]string `json:"files_produced"`
+	FilesOmitted  bool              `json:"files_omitted,omitempty"`
+	StdoutOmitted int64             `json:"stdout_omitted,omitempty"`
+	StderrOmitted int64             `json:"stderr_omitted,omitempty"`
+	EndedBy       string            `json:"ended_by"`
+	Error         string            `json:"error,omitempty"`
+	Language      string            `json:"language"`
+	StateLost     bool              `json:"state_lost,omitempty"`
+}
+
+// StatusOf maps a result to its status.
+func StatusOf(r *core.Result) string {
+	switch r.EndedBy {
+	case "timeout":
+		return StatusTimeout
+	case "install_failed":
+		return StatusInstallError
+	case "memory_limit", "output_limit", "process_limit", "disk_limit", "fuel":
+		return StatusLimitExceeded
+	case "cancelled":
+		return StatusCancelled
+	}
+	if r.TimedOut {
+		return StatusTimeout
+	}
+	// A session cell that raised exits 0 with Error set.
+	if r.ExitCode == 0 && r.Signal == "" && r.EndedBy == "exit" && r.Error == "" {
+		return StatusSuccess
+	}
+	return StatusError
+}
+
+// Response builds the wire response from a result.
+func Response(lang string, r *core.Result) ExecuteResponse {
+	out := ExecuteResponse{
+		Status:          StatusOf(r),
+		Stdout:          r.Stdout,
+		Stderr:          r.Stderr,
+		ExitCode:        r.ExitCode,
+		Signal:          r.Signal,
+		ExecutionTimeMs: r.DurationMs,
+		TimedOut:        r.TimedOut,
+		Truncated:       r.Truncated,
+		FilesProduced:   map[string]string{},
+		FilesOmitted:    r.FilesOmitted,
+		StdoutOmitted:   r.StdoutOmitted,
+		StderrOmitted:   r.StderrOmitted,
+		EndedBy:         r.EndedBy,
+		Error:           r.Error,
+		Language:        lang,
+		StateLost:       r.StateLost,
+	}
+	if out.ExecutionTimeMs == 0 && r.Duration > 0 {
+		out.ExecutionTimeMs = r.Duration.Milliseconds()
+	}
+	if r.TimedOut {
+		out.ExitCode = -1
+	}
+	for _, f := range r.Files {
+		out.FilesProduced[f.Path] = f.Base64()
+	}
+	return out
+}
+
+// bodyReadTime bounds how long reading one request body may take.
+const bodyReadTime = 60 * time.Second
+
+// decodeBody reads one JSON object into v, refusing unknown fields, bodies
+// over the limit (413, without reading the rest) and other media types.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *APIError {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return apiErr(http.StatusUnsupportedMediaType, CodeUnsupportedMedia,
+				fmt.Sprintf("Content-Type %q is not JSON: send application/json", ct))
+		}
+	}
+	tooLarge := apiErr(http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
+		fmt.Sprintf("request body is over the limit of %d bytes", s.cfg.BodyLimit))
+	if r.ContentLength > s.cfg.BodyLimit {
+		// Known too large up front: answer without reading a byte, and
+		// close the connection so the client stops sending.
+		w.Header().Set("Connection", "close")
+		return tooLarge
+	}
+	// A body must arrive in bodyReadTime: a client trickling bytes would
+	// otherwise hold its connection forever. (http.Server.ReadTimeout
+	// cannot do this: it would also cancel long runs once the body is read.)
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(bodyReadTime)) == nil {
+		defer rc.SetReadDeadline(time.Time{})
+	}
+	body := http.MaxBytesReader(w, r.Body, s.cfg.BodyLimit)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		// One object and nothing after it.
+		var extra json.RawMessage
+		if err2 := dec.Decode(&extra); err2 != io.EOF {
+			err = err2
+			if err == nil {
+				return apiErr(http.StatusBadRequest, CodeBadJSON, "the body holds more than one JSON value")
+			}
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	var (
+		ne  net.Error
+		mbe *http.MaxBytesError
+		se  *json.SyntaxError
+		te  *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &mbe):
+		return tooLarge
+	case errors.As(err, &ne) && ne.Timeout():
+		w.Header().Set("Connection", "close")
+		return apiErr(http.StatusRequestTimeout, "body_timeout", fmt.Sprintf("the request body did not arrive within %s", bodyReadTime))
+	case errors.Is(err, io.EOF):
+		return apiErr(http.StatusBadRequest, CodeBadJSON, "the body is empty: send a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return apiErr(http.StatusBadRequest, CodeBadJSON, "the body ends in the middle of its JSON")
+	case errors.As(err, &se):
+		return apiErr(http.StatusBadRequest, CodeBadJSON, fmt.Sprintf("the body is not valid JSON (at byte %d): %v", se.Offset, se))
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return apiErr(http.StatusBadRequest, CodeBadJSON, fmt.Sprintf("the body must be a JSON object, not %s", te.Value))
+		}
+		return apiErr(http.StatusBadRequest, CodeBadField, fmt.Sprintf("field %s: want %s, got %s", field, jsonKind(te.Type.Kind().String()), te.Value))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		return apiErr(http.StatusBadRequest, CodeBadField, fmt.Sprintf("unknown field %s (see GET /openapi.json)", name))
+	}
+	return apiErr(http.StatusBadRequest, CodeBadJSON, "reading the body: "+err.Error())
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "string":
+		return "a string"
+	case "map", "struct":
+		return "an object"
+	case "slice", "array":
+		return "an array"
+	case "bool":
+		return "true or false"
+	case "ptr":
+		return "a value"
+	}
+	return "a number"
+}
+
+func badField(field, format string, args ...any) *APIError {
+	return apiErr(http.StatusBadRequest, CodeBadField, "field "+field+": "+fmt.Sprintf(format, args...))
+}
+
+// language resolves a request's language to an enabled runtime.
+func (s *Server) language(lang string) (string, *APIError) {
+	if lang == "" {
+		return s.cfg.Modes[0], nil
+	}
+	c := Canonical(lang)
+	if _, ok := s.slots[c]; !ok {
+		return "", badField("language", "%q is not enabled on this server (enabled: %s)", lang, strings.Join(s.cfg.Modes, ", "))
+	}
+	return c, nil
+}
+
+// timeout resolves timeout_seconds / timeout_ms, capped by MaxTimeout.
+func (s *Server) timeout(secs *float64, ms *int64) (time.Duration, *APIError) {
+	if secs != nil && ms != nil {
+		return 0, badField("timeout_ms", "give timeout_seconds or timeout_ms, not both")
+	}
+	var want float64 // seconds
+	switch {
+	case secs != nil:
+		if *secs <= 0 {
+			return 0, badField("timeout_seconds", "must be positive, got %v", *secs)
+		}
+		want = *secs
+	case ms != nil:
+		if *ms <= 0 {
+			return 0, badField("timeout_ms", "must be positive, got %d", *ms)
+		}
+		want = float64(*ms) / 1000
+	default:
+		return s.cfg.DefaultTimeout, nil
+	}
+	if want >= s.cfg.MaxTimeout.Seconds() {
+		return s.cfg.MaxTimeout, nil
+	}
+	return max(time.Duration(want*float64(time.Second)), time.Millisecond), nil
+}
+
+// program validates an execute request and builds the program.
+func (s *Server) program(req *ExecuteRequest) (core.Program, *APIError) {
+	p := core.Program{ReturnFiles: true}
+	if req.Code == nil {
+		return p, badField("code", "is required")
+	}
+	if strings.TrimSpace(*req.Code) == "" {
+		return p, badField("code", "is empty")
+	}
+	p.Code = *req.Code
+	wall, e := s.timeout(req.TimeoutSeconds, req.TimeoutMs)
+	if e != nil {
+		return p, e
+	}
+	p.Limits = core.Limits{Wall: wall, MaxOutputBytes: s.cfg.MaxOutput}
+	names := make([]string, 0, len(req.Files))
+	for n := range req.Files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	seen := map[string]string{}
+	for _, n := range names {
+		field := fmt.Sprintf("files[%q]", n)
+		clean, err := program.CleanName(n)
+		if err != nil {
+			return p, badField(field, "%v", err)
+		}
+		if prev, dup := seen[clean]; dup {
+			return p, badField(field, "names the same file as %q", prev)
+		}
+		seen[clean] = n
+		data, err := base64.StdEncoding.DecodeString(req.Files[n])
+		if err != nil {
+			data, err = base64.RawStdEncoding.DecodeString(req.Files[n])
+		}
+		if err != nil {
+			return p, badField(field, "is not valid base64")
+		}
+		p.Files = append(p.Files, core.File{Path: clean, Data: data})
+	}
+	// The kernel refuses one argument or variable over 128 KiB and a
+	// command line plus environment over a few MiB; say so here rather
+	// than fail the start.
+	const maxArg, maxArgs = 128<<10 - 1, 1 << 20
+	total := 0
+	for i, a := range req.Args {
+		if strings.ContainsRune(a, 0) {
+			return p, badField(fmt.Sprintf("args[%d]", i), "contains a NUL byte")
+		}
+		if len(a) > maxArg {
+			return p, badField(fmt.Sprintf("args[%d]", i), "is over %d bytes", maxArg)
+		}
+		total += len(a) + 1
+	}
+	p.Args = req.Args
+	for k, v := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return p, badField(fmt.Sprintf("env[%q]", k), "is not a valid variable name")
+		}
+		if strings.ContainsRune(v, 0) {
+			return p, badField(fmt.Sprintf("env[%q]", k), "value contains a NUL byte")
+		}
+		if len(k)+len(v)+1 > maxArg {
+			return p, badField(fmt.Sprintf("env[%q]", k), "is over %d bytes", maxArg)
+		}
+		total += len(k) + len(v) + 2
+	}
+	if total > maxArgs {
+		return p, badField("args", "args and env together are over %d bytes", maxArgs)
+	}
+	p.Env = req.Env
+	for i, r := range req.Requirements {
+		if strings.TrimSpace(r) == "" || strings.ContainsRune(r, 0) {
+			return p, badField(fmt.Sprintf("requirements[%d]", i), "is empty or contains a NUL byte")
+		}
+	}
+	p.Requirements = req.Requirements
+	if req.Stdin != "" {
+		p.Stdin = []byte(req.Stdin)
+	}
+	return p, nil
+}
+
+// busy is the 429 answer when every slot is taken and the queue is full.
+func (s *Server) busy() *APIError {
+	s.metrics.rejected.Inc()
+	return &APIError{Status: http.StatusTooManyRequests, Code: CodeBusy, RetryAfter: s.retryAfter(),
+		Message: fmt.Sprintf("all %d run slots are busy and the queue (%d) is full; retry later", s.cfg.MaxConcurrent, s.cfg.Queue)}
+}
+
+// enter admits a request that will run something before its body is read,
+// so that no more than slots+queue bodies are ever held; leave must follow.
+func (s *Server) enter(w http.ResponseWriter) bool {
+	if s.limit.enter() {
+		return true
+	}
+	w.Header().Set("Connection", "close") // its body is not read
+	writeError(w, s.busy())
+	return false
+}
+
+func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
+	rec := w.(*recorder)
+	if !s.enter(w) {
+		return
+	}
+	defer s.limit.leave()
+	var req ExecuteRequest
+	if e := s.decodeBody(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	lang, e := s.language(req.Language)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	rec.language = lang
+	prog, e := s.program(&req)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	release, e := s.admit(r.Context())
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	defer release()
+	res, err := withRuntime(r.Context(), s.slots[lang], func(rt *core.Runtime) (*core.Result, error) {
+		return rt.Run(r.Context(), prog)
+	})
+	if err != nil {
+		writeError(w, s.runError(r.Context(), lang, err))
+		return
+	}
+	resp := Response(lang, res)
+	rec.result = resp.Status
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// admit takes a run slot, or says why not.
+func (s *Server) admit(ctx context.Context) (func(), *APIError) {
+	if s.draining.Load() {
+		return nil, &APIError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down", RetryAfter: 1}
+	}
+	release, err := s.limit.acquire(ctx)
+	switch {
+	case errors.Is(err, errBusy):
+		return nil, s.busy()
+	case err != nil && s.draining.Load():
+		return nil, &APIError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down", RetryAfter: 1}
+	case err != nil:
+		return nil, clientGone()
+	}
+	return release, nil
+}
+
+// retryAfter estimates, in whole seconds, when a slot may be free.
+func (s *Server) retryAfter() int {
+	return max(1, int(s.cfg.QueueWait.Seconds()/4))
+}
+
+// clientGone is "answered" to a client that went away; 499 is nginx's
+// status for it and only shows in logs and metrics.
+func clientGone() *APIError {
+	return apiErr(499, "client_closed_request", "the client went away")
+}
+
+func (s *Server) runError(ctx context.Context, lang string, err error) *APIError {
+	var (
+		ae      *APIError
+		refused *core.RefusedError
+	)
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case ctx.Err() != nil && s.draining.Load():
+		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, RetryAfter: 1,
+			Message: "the server stopped before the run finished (shutdown grace period over)"}
+	case ctx.Err() != nil:
+		return clientGone()
+	case errors.As(err, &refused) && refused.Code == codes.InvalidArgument:
+		return apiErr(http.StatusBadRequest, CodeBadRequest, err.Error())
+	case errors.As(err, &refused) && refused.Code == codes.FailedPrecondition:
+		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeRuntimeUnavailable, Message: err.Error(), RetryAfter: 1}
+	case errors.Is(err, core.ErrUnsupported):
+		return apiErr(http.StatusNotImplemented, CodeUnsupported, fmt.Sprintf("the %s runtime does not support this: %v", lang, err))
+	}
+	return apiErr(http.StatusInternalServerError, CodeInternal, fmt.Sprintf("the %s runtime failed: %v", lang, err))
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

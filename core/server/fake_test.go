@@ -1,0 +1,242 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/rlmkit/rlm/core"
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+// fakeRuntime is an in-process runtime service with a tiny line language,
+// so the handler's plumbing (limits, cancellation, sessions, callbacks) is
+// tested without an interpreter:
+//
+//	echo TEXT        write TEXT and a newline to stdout
+//	sleep MS         wait MS milliseconds (ends early when cancelled)
+//	exit N           stop with status N
+//	write NAME TEXT  create NAME in the working directory (Run only)
+//	set NAME JSON    define a session variable
+//	llm PROMPT       call llm_query; print the answer or fail with its error
+type fakeRuntime struct {
+	pb.UnimplementedRuntimeServer
+	name      string
+	runs      atomic.Int64
+	cancelled atomic.Int64
+	// started receives one value per Run that began.
+	started chan struct{}
+}
+
+func (f *fakeRuntime) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
+	return &pb.InfoResponse{Name: f.name, Available: true, RuntimeVersion: "Fake 1.0", Capabilities: []string{"program", "repl"}}, nil
+}
+
+type fakeOut struct {
+	stdout  strings.Builder
+	files   []*pb.File
+	exit    int32
+	endedBy pb.EndedBy
+	err     string
+}
+
+func (f *fakeRuntime) interpret(ctx context.Context, code string, vars map[string]string, llm func(string) (string, error), wall time.Duration) *fakeOut {
+	out := &fakeOut{endedBy: pb.EndedBy_EXIT}
+	deadline := time.Now().Add(wall)
+	for _, line := range strings.Split(code, "\n") {
+		cmd, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
+		switch cmd {
+		case "echo":
+			out.stdout.WriteString(arg + "\n")
+		case "sleep":
+			ms, _ := strconv.Atoi(arg)
+			t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+			limit := time.NewTimer(time.Until(deadline))
+			select {
+			case <-t.C:
+			case <-limit.C:
+				out.endedBy, out.exit, out.err = pb.EndedBy_TIMEOUT, 137, "timed out"
+				return out
+			case <-ctx.Done():
+				f.cancelled.Add(1)
+				out.endedBy, out.exit, out.err = pb.EndedBy_CANCELLED, 137, "cancelled"
+				return out
+			}
+			t.Stop()
+			limit.Stop()
+		case "exit":
+			n, _ := strconv.Atoi(arg)
+			out.exit = int32(n)
+			return out
+		case "write":
+			name, text, _ := strings.Cut(arg, " ")
+			out.files = append(out.files, &pb.File{Path: name, Data: []byte(text), Size: int64(len(text)), Change: "created"})
+		case "set":
+			name, js, _ := strings.Cut(arg, " ")
+			vars[name] = js
+		case "llm":
+			ans, err := llm(arg)
+			if err != nil {
+				out.err = "RuntimeError: " + err.Error()
+				return out
+			}
+			out.stdout.WriteString(ans + "\n")
+		case "":
+		default:
+			out.err = fmt.Sprintf("NameError: %q", cmd)
+			out.exit = 1
+			return out
+		}
+	}
+	return out
+}
+
+func (o *fakeOut) result() *pb.Result {
+	return &pb.Result{Stdout: []byte(o.stdout.String()), ExitCode: o.exit, EndedBy: o.endedBy, Error: o.err, Files: o.files, DurationMs: 1}
+}
+
+func (f *fakeRuntime) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error) {
+	f.runs.Add(1)
+	if f.started != nil {
+		select {
+		case f.started <- struct{}{}:
+		default:
+		}
+	}
+	wall := time.Duration(req.GetLimits().GetWallMs()) * time.Millisecond
+	o := f.interpret(ctx, req.GetCode(), map[string]string{}, func(string) (string, error) {
+		return "", fmt.Errorf("no llm in programs")
+	}, wall)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return o.result(), nil
+}
+
+func (f *fakeRuntime) Session(stream pb.Runtime_SessionServer) error {
+	first, err := stream.Recv()
+	if err != nil || first.GetOpen() == nil {
+		return fmt.Errorf("want open first")
+	}
+	vars := map[string]string{}
+	if c := first.GetOpen().GetContext(); c != nil {
+		if c.GetKind() == "json" {
+			vars["context"] = string(c.GetData())
+		} else {
+			b, _ := json.Marshal(string(c.GetData()))
+			vars["context"] = string(b)
+		}
+	}
+	var sendMu sync.Mutex
+	send := func(m *pb.SessionResponse) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(m)
+	}
+	if err := send(&pb.SessionResponse{Msg: &pb.SessionResponse_Opened{Opened: &pb.Opened{RuntimeVersion: "Fake 1.0"}}}); err != nil {
+		return err
+	}
+	// Requests are read here; cells run one at a time on their own
+	// goroutine so that callback replies and cancels keep flowing.
+	replies := map[uint64]chan *pb.CallbackReply{}
+	var mu sync.Mutex
+	var callID uint64
+	var cellMu sync.Mutex
+	var curCancel context.CancelFunc // the running cell's
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		switch x := m.GetMsg().(type) {
+		case *pb.SessionRequest_Execute:
+			go func() {
+				cellMu.Lock()
+				defer cellMu.Unlock()
+				llm := func(p string) (string, error) {
+					mu.Lock()
+					callID++
+					id := callID
+					ch := make(chan *pb.CallbackReply, 1)
+					replies[id] = ch
+					mu.Unlock()
+					if err := send(&pb.SessionResponse{Msg: &pb.SessionResponse_Callback{Callback: &pb.Callback{CallId: id, Kind: "llm_query", Prompts: []string{p}}}}); err != nil {
+						return "", err
+					}
+					r := <-ch
+					if r.GetError() != "" {
+						return "", fmt.Errorf("%s", r.GetError())
+					}
+					return r.GetResults()[0], nil
+				}
+				wall := time.Duration(x.Execute.GetTimeoutMs()) * time.Millisecond
+				if wall <= 0 {
+					wall = time.Minute
+				}
+				cctx, cancel := context.WithCancel(stream.Context())
+				defer cancel()
+				mu.Lock()
+				curCancel = cancel
+				mu.Unlock()
+				o := f.interpret(cctx, x.Execute.GetCode(), vars, llm, wall)
+				_ = send(&pb.SessionResponse{Msg: &pb.SessionResponse_Result{Result: &pb.CellResult{Id: x.Execute.GetId(), Result: o.result()}}})
+			}()
+		case *pb.SessionRequest_GetVariable:
+			cellMu.Lock()
+			v, ok := vars[x.GetVariable.GetName()]
+			cellMu.Unlock()
+			_ = send(&pb.SessionResponse{Msg: &pb.SessionResponse_Variable{Variable: &pb.Variable{Id: x.GetVariable.GetId(), Found: ok, Json: v}}})
+		case *pb.SessionRequest_CallbackReply:
+			mu.Lock()
+			ch := replies[x.CallbackReply.GetCallId()]
+			delete(replies, x.CallbackReply.GetCallId())
+			mu.Unlock()
+			if ch != nil {
+				ch <- x.CallbackReply
+			}
+		case *pb.SessionRequest_Cancel:
+			mu.Lock()
+			if curCancel != nil {
+				curCancel()
+			}
+			mu.Unlock()
+		case *pb.SessionRequest_Close:
+			return nil
+		}
+	}
+}
+
+// fakeOpener serves f over an in-memory connection; every open is a new
+// "plugin" and opens counts them.
+func fakeOpener(t testing.TB, f *fakeRuntime, opens *atomic.Int64) func(context.Context, string) (*core.Runtime, error) {
+	return func(ctx context.Context, name string) (*core.Runtime, error) {
+		if opens != nil {
+			opens.Add(1)
+		}
+		lis := bufconn.Listen(1 << 20)
+		gs := grpc.NewServer()
+		pb.RegisterRuntimeServer(gs, f)
+		go gs.Serve(lis)
+		conn, err := grpc.NewClient("passthrough:///fake",
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+			grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, err
+		}
+		return core.NewRuntime(name, "fake", pb.NewRuntimeClient(conn), func() {
+			conn.Close()
+			gs.Stop()
+		}), nil
+	}
+}

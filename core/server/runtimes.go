@@ -1,0 +1,243 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rlmkit/rlm/core"
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+// Opener connects to a runtime by name. The rlm command passes
+// backend.Open; a library user may pass anything that returns a
+// core.Runtime (an in-process fake, the daemon).
+type Opener func(ctx context.Context, name string) (*core.Runtime, error)
+
+// DetectOrder is the order modes are tried in when none is configured.
+var DetectOrder = []string{"python", "golang", "node", "shell"}
+
+// aliases are the other names a request's `language` or a mode may use.
+var aliases = map[string]string{
+	"py": "python", "python3": "python",
+	"go": "golang",
+	"js": "node", "javascript": "node", "nodejs": "node",
+	"bash": "shell", "sh": "shell",
+}
+
+// Canonical returns the runtime name for a mode or language alias.
+func Canonical(name string) string {
+	n := strings.ToLower(strings.TrimSpace(name))
+	if c, ok := aliases[n]; ok {
+		return c
+	}
+	return n
+}
+
+// ParseModes splits a comma-separated mode list into canonical names,
+// without duplicates. An empty list means auto-detect.
+func ParseModes(s string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range strings.Split(s, ",") {
+		m = Canonical(m)
+		if m == "" || seen[m] {
+			continue
+		}
+		seen[m] = true
+		out = append(out, m)
+	}
+	return out
+}
+
+// runtimeSlot keeps one connection to a runtime for the server's lifetime
+// and launches it again when it died.
+//
+// A plugin death is seen as a "runtime connection lost" error from a call;
+// the slot then drops that connection and the next call launches a fresh
+// plugin. One plugin serves every request: its Run calls run concurrently.
+type runtimeSlot struct {
+	name string
+	open Opener
+
+	mu       sync.Mutex
+	rt       *core.Runtime
+	gen      int
+	info     *pb.InfoResponse
+	closed   bool
+	restarts int
+	// onRestart is called after a relaunch that replaced a dead runtime.
+	onRestart func(name string)
+}
+
+// get returns the live runtime and its generation, launching it if needed.
+func (s *runtimeSlot) get(ctx context.Context) (*core.Runtime, int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, 0, errors.New("the server is shutting down")
+	}
+	if s.rt != nil {
+		return s.rt, s.gen, nil
+	}
+	rt, err := s.open(ctx, s.name)
+	if err != nil {
+		return nil, 0, err
+	}
+	info, err := rt.Info(ctx)
+	if err != nil {
+		rt.Close()
+		return nil, 0, fmt.Errorf("%s runtime: %w", s.name, err)
+	}
+	if !info.GetAvailable() {
+		rt.Close()
+		return nil, 0, fmt.Errorf("%s runtime unavailable: %s", s.name, info.GetUnavailableReason())
+	}
+	if s.gen > 0 {
+		s.restarts++
+		if s.onRestart != nil {
+			s.onRestart(s.name)
+		}
+	}
+	s.rt, s.info = rt, info
+	s.gen++
+	return rt, s.gen, nil
+}
+
+// lost drops generation gen's connection after it failed.
+func (s *runtimeSlot) lost(gen int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rt != nil && s.gen == gen {
+		s.rt.Close()
+		s.rt = nil
+	}
+}
+
+// current is the last Info, or nil.
+func (s *runtimeSlot) current() *pb.InfoResponse {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info
+}
+
+func (s *runtimeSlot) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.rt != nil {
+		s.rt.Close()
+		s.rt = nil
+	}
+}
+
+// ping checks the runtime answers, relaunching it when it died.
+func (s *runtimeSlot) ping(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		rt, gen, err := s.get(ctx)
+		if err != nil {
+			return err
+		}
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err = rt.Info(ictx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !connLost(err) || attempt > 0 {
+			return err
+		}
+		s.lost(gen)
+	}
+}
+
+// connLost reports whether err says the plugin (or daemon) went away.
+// core turns gRPC's Unavailable into this message.
+func connLost(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "runtime connection lost")
+}
+
+// withRuntime runs call on the slot's runtime. When the runtime's
+// connection is lost the slot relaunches the plugin and the call is made
+// once more: the plugin may have died while idle, before the call reached
+// it. A program is stateless, so the worst case of the retry is that a
+// program that itself kills its plugin runs twice.
+func withRuntime[T any](ctx context.Context, s *runtimeSlot, call func(*core.Runtime) (T, error)) (T, error) {
+	var zero T
+	for attempt := 0; ; attempt++ {
+		rt, gen, err := s.get(ctx)
+		if err != nil {
+			return zero, &APIError{Status: 503, Code: CodeRuntimeUnavailable, Message: err.Error(), RetryAfter: 1}
+		}
+		v, err := call(rt)
+		if err == nil || !connLost(err) || ctx.Err() != nil {
+			return v, err
+		}
+		s.lost(gen)
+		if attempt > 0 {
+			return zero, &APIError{Status: 503, Code: CodeRuntimeUnavailable, RetryAfter: 1,
+				Message: fmt.Sprintf("the %s runtime plugin exited during the run twice; it is being restarted", s.name)}
+		}
+	}
+}
+
+// OpenModes connects to each mode's runtime and checks that it can run
+// here. With no modes it detects the first available runtime in
+// DetectOrder. The errors name the mode and the reason, e.g.
+// "mode=golang but 'go' not found in PATH".
+func OpenModes(ctx context.Context, open Opener, modes []string) ([]string, map[string]*core.Runtime, map[string]*pb.InfoResponse, error) {
+	rts := map[string]*core.Runtime{}
+	infos := map[string]*pb.InfoResponse{}
+	closeAll := func() {
+		for _, rt := range rts {
+			rt.Close()
+		}
+	}
+	if len(modes) == 0 {
+		var reasons []string
+		for _, m := range DetectOrder {
+			rt, info, err := probe(ctx, open, m)
+			if err != nil {
+				reasons = append(reasons, fmt.Sprintf("%s: %v", m, err))
+				continue
+			}
+			rts[m], infos[m] = rt, info
+			return []string{m}, rts, infos, nil
+		}
+		return nil, nil, nil, fmt.Errorf("no runtime found (tried %s):\n  %s",
+			strings.Join(DetectOrder, ", "), strings.Join(reasons, "\n  "))
+	}
+	for _, m := range modes {
+		rt, info, err := probe(ctx, open, m)
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, fmt.Errorf("mode=%s but %w", m, err)
+		}
+		rts[m], infos[m] = rt, info
+	}
+	return modes, rts, infos, nil
+}
+
+func probe(ctx context.Context, open Opener, name string) (*core.Runtime, *pb.InfoResponse, error) {
+	rt, err := open(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, err := rt.Info(ctx)
+	if err != nil {
+		rt.Close()
+		return nil, nil, err
+	}
+	if !info.GetAvailable() {
+		rt.Close()
+		reason := info.GetUnavailableReason()
+		if reason == "" {
+			reason = "its plugin says it is unavailable"
+		}
+		return nil, nil, errors.New(reason)
+	}
+	return rt, info, nil
+}
