@@ -30,6 +30,21 @@ type Config struct {
 	// $RLM_PLUGIN_PATH.
 	PluginDirs []string `toml:"plugin_dirs"`
 	Limits     Limits   `toml:"limits"`
+	Daemon     Daemon   `toml:"daemon"`
+}
+
+// Daemon configures `rlm daemon` and how clients find it.
+type Daemon struct {
+	// Socket is the daemon's Unix socket (a named pipe on Windows); ""
+	// means ~/.rlm/daemon.sock (\\.\pipe\rlm-daemon).
+	Socket string `toml:"socket" env:"RLM_DAEMON_SOCKET"`
+	// Workers is the number of warm sessions kept per pooled runtime.
+	Workers int `toml:"workers" env:"RLM_DAEMON_WORKERS"`
+	// Runtimes get warm sessions and a plugin started with the daemon.
+	Runtimes []string `toml:"runtimes" env:"RLM_DAEMON_RUNTIMES"`
+	// DrainTimeout is how long a stopping daemon lets running requests
+	// finish before it cuts them off.
+	DrainTimeout Duration `toml:"drain_timeout"`
 }
 
 // Limits are the defaults for exec and sessions.
@@ -47,6 +62,11 @@ func Default() Config {
 		Limits: Limits{
 			Timeout:   Duration(30 * time.Second),
 			MaxOutput: 1 << 20,
+		},
+		Daemon: Daemon{
+			Workers:      2,
+			Runtimes:     []string{"python"},
+			DrainTimeout: Duration(10 * time.Second),
 		},
 	}
 }
@@ -151,6 +171,9 @@ func (c Config) validate(path string) error {
 	}
 	if c.Runtime == "" {
 		return &Error{Source: src, Key: "runtime", Msg: "must not be empty"}
+	}
+	if c.Daemon.Workers < 0 || c.Daemon.Workers > 64 {
+		return &Error{Source: src, Key: "daemon.workers", Msg: fmt.Sprintf("%d is out of range: use 0 to 64", c.Daemon.Workers)}
 	}
 	return nil
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/proctree"
+	pb "github.com/rlmkit/rlm/core/proto"
 )
 
 // Plugin is a running plugin process and its runtime client.
@@ -87,6 +87,9 @@ func (p *Plugin) Kill() {
 		p.gp.Kill()
 	})
 }
+
+// Exited reports whether the plugin process has ended (crashed or killed).
+func (p *Plugin) Exited() bool { return p.gp.Exited() }
 
 // Stderr is the tail of what the plugin wrote to stderr, for error reports.
 func (p *Plugin) Stderr() string { return p.stderr.String() }

@@ -14,9 +14,11 @@ import (
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/configcmd"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/daemoncmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/execcmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/pluginscmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/versioncmd"
+	"github.com/rlmkit/rlm/core/daemon"
 )
 
 // NewCmd builds the root command around f.
@@ -38,6 +40,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 		pluginscmd.NewCmd(f),
 		versioncmd.NewCmd(f),
 		configcmd.NewCmd(f),
+		daemoncmd.NewCmd(f),
 	)
 	return cmd
 }
@@ -50,7 +53,7 @@ func Main(args []string) int {
 // Run is Main with explicit streams; configure may adjust the factory
 // (tests, daemon support).
 func Run(args []string, io *cmdutil.IOStreams, configure func(*cmdutil.Factory)) int {
-	f := &cmdutil.Factory{IO: io}
+	f := &cmdutil.Factory{IO: io, DaemonDial: daemon.Dial, DaemonAlive: daemon.Alive}
 	if configure != nil {
 		configure(f)
 	}
