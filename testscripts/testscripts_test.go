@@ -31,9 +31,18 @@ var commands = map[string]func(){
 var sharedCache string
 
 func TestMain(m *testing.M) {
-	// Tool probes (a pyenv shim costs ~170 ms) are cached across scripts.
+	testscript.Main(cleanupM{m}, commands)
+}
+
+// cleanupM gives the scripts a shared cache for tool probes (a pyenv shim
+// costs ~170 ms a start) and removes it when the tests are done; it is made
+// only in the top-level test process, not in the re-executed commands.
+type cleanupM struct{ m *testing.M }
+
+func (c cleanupM) Run() int {
 	sharedCache, _ = os.MkdirTemp("", "rlm-testscripts-cache-")
-	testscript.Main(m, commands)
+	defer os.RemoveAll(sharedCache)
+	return c.m.Run()
 }
 
 func TestScripts(t *testing.T) {

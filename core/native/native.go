@@ -39,7 +39,10 @@ type Runtime struct {
 	Env func(t toolpath.Tool, ws *program.Workspace) []string
 	// Prepare runs before the program (compile, install requirements). A
 	// non-nil result ends the run with it (a compile error, say).
-	Prepare      func(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest, env []string) (*pb.Result, error)
+	Prepare func(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest, env []string) (*pb.Result, error)
+	// Spawner, when set, may return a faster way to start the program
+	// than os/exec (python's fork server); nil means os/exec.
+	Spawner      func(t toolpath.Tool, req *pb.RunRequest) program.Spawner
 	Capabilities []string
 }
 
@@ -122,12 +125,17 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 			return res, err
 		}
 	}
+	var sp program.Spawner
+	if s.RT.Spawner != nil {
+		sp = s.RT.Spawner(t, req)
+	}
 	res, err := program.Exec(ctx, program.Command{
-		Argv:   s.RT.Argv(t, ws, req),
-		Dir:    ws.Dir,
-		Env:    env,
-		Stdin:  req.GetStdin(),
-		Limits: req.GetLimits(),
+		Argv:    s.RT.Argv(t, ws, req),
+		Dir:     ws.Dir,
+		Env:     env,
+		Stdin:   req.GetStdin(),
+		Limits:  req.GetLimits(),
+		Spawner: sp,
 	})
 	if err != nil {
 		ws.Remove()

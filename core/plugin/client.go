@@ -21,10 +21,11 @@ type Plugin struct {
 	Path   string
 	Client pb.RuntimeClient
 
-	gp     *goplugin.Client
-	cmd    *exec.Cmd
-	stderr *tailWriter
-	once   sync.Once
+	gp      *goplugin.Client
+	cmd     *exec.Cmd
+	stderr  *tailWriter
+	sockDir string
+	once    sync.Once
 }
 
 // Launch starts the plugin binary at path and completes the handshake.
@@ -33,9 +34,16 @@ type Plugin struct {
 // with this process (Pdeathsig), so neither a crash of the host nor a plugin
 // that ignores the graceful shutdown leaves it running (go-plugin #136, #167).
 func Launch(path string) (*Plugin, error) {
+	// The plugin's socket goes in a directory this process owns and
+	// removes, so a plugin killed with SIGKILL (the fast path, and the only
+	// one when it hangs) leaves no socket file behind in /tmp.
+	sockDir, err := os.MkdirTemp("", "rlm-plugin-")
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", path, err)
+	}
 	cmd := exec.Command(path)
 	proctree.Configure(cmd)
-	cmd.Env = append(os.Environ(), "RLM_PLUGIN_PARENT_PID="+fmt.Sprint(os.Getpid()))
+	cmd.Env = append(os.Environ(), goplugin.EnvUnixSocketDir+"="+sockDir)
 	tail := &tailWriter{max: 8 << 10}
 	gp := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  Handshake,
@@ -47,7 +55,7 @@ func Launch(path string) (*Plugin, error) {
 		GRPCDialOptions:  DialOptions(),
 		StartTimeout:     20 * time.Second,
 	})
-	p := &Plugin{Path: path, gp: gp, cmd: cmd, stderr: tail}
+	p := &Plugin{Path: path, gp: gp, cmd: cmd, stderr: tail, sockDir: sockDir}
 	rpc, err := gp.Client()
 	if err != nil {
 		p.Kill()
@@ -85,6 +93,7 @@ func (p *Plugin) Kill() {
 			proctree.KillGroup(p.cmd.Process.Pid)
 		}
 		p.gp.Kill()
+		_ = os.RemoveAll(p.sockDir)
 	})
 }
 

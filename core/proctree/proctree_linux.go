@@ -24,10 +24,32 @@ func BecomeSubreaper() error {
 }
 
 // Children lists the pids whose parent is this process, with their state
-// letter from /proc/PID/stat (R, S, Z, ...).
+// letter from /proc/PID/stat (R, S, Z, ...). It reads the kernel's per-thread
+// children lists (cheap: a few files) and falls back to scanning /proc.
 func Children() map[int]byte {
-	self := os.Getpid()
 	out := map[int]byte{}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err == nil {
+		ok := false
+		for _, t := range tasks {
+			b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			ok = true
+			for _, f := range bytes.Fields(b) {
+				if pid, err := strconv.Atoi(string(f)); err == nil {
+					if _, state, found := stat(pid); found {
+						out[pid] = state
+					}
+				}
+			}
+		}
+		if ok {
+			return out
+		}
+	}
+	self := os.Getpid()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return out

@@ -35,9 +35,9 @@ import (
 
 // Defaults applied when a request's limit is zero.
 const (
-	DefaultWall      = 30 * time.Second
-	DefaultMaxFiles  = 100
-	DefaultMaxFile   = 10 << 20
+	DefaultWall     = 30 * time.Second
+	DefaultMaxFiles = 100
+	DefaultMaxFile  = 10 << 20
 	// floodFactor × the kept budget (at least floodMin) of output ends a run.
 	floodFactor = 64
 	floodMin    = 64 << 20
@@ -124,6 +124,65 @@ type Command struct {
 	Limits *pb.Limits
 	// Wall overrides Limits.WallMs (e.g. a build step's own limit).
 	Wall time.Duration
+	// Spawner starts the process; nil starts it with os/exec. The python
+	// plugin's fork server is one; an isolation layer is another.
+	Spawner Spawner
+}
+
+// Spawner starts a process with the given standard files. The process must
+// lead a process group of its own (pgid == pid), so that killing the group
+// kills everything it started.
+type Spawner interface {
+	Spawn(argv []string, dir string, env []string, stdin, stdout, stderr *os.File) (Process, error)
+}
+
+// Process is a started program.
+type Process interface {
+	Pid() int
+	// Wait blocks until the process has exited and returns how.
+	Wait() (Exit, error)
+}
+
+// Exit is how a process ended.
+type Exit struct {
+	Code   int            // exit status when not signalled
+	Signal syscall.Signal // non-zero when a signal killed it
+}
+
+// ExecSpawner starts processes with os/exec; the default Spawner.
+type ExecSpawner struct{}
+
+// Spawn implements Spawner.
+func (ExecSpawner) Spawn(argv []string, dir string, env []string, stdin, stdout, stderr *os.File) (Process, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	proctree.Configure(cmd)
+	if err := proctree.Start(cmd); err != nil {
+		return nil, err
+	}
+	return &execProcess{cmd}, nil
+}
+
+type execProcess struct{ cmd *exec.Cmd }
+
+func (p *execProcess) Pid() int { return p.cmd.Process.Pid }
+
+func (p *execProcess) Wait() (Exit, error) {
+	err := p.cmd.Wait()
+	proctree.Untrack(p.cmd.Process.Pid)
+	ps := p.cmd.ProcessState
+	if ps == nil {
+		return Exit{Code: -1}, err
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return Exit{Signal: ws.Signal()}, nil
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return Exit{Code: ps.ExitCode()}, err
+	}
+	return Exit{Code: ps.ExitCode()}, nil
 }
 
 // Exec runs cmd to completion and reports how it ended. Errors starting the
@@ -140,10 +199,10 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 	maxOut := c.Limits.GetMaxOutputBytes()
 	stdout, stderr := capbuf.New(maxOut), capbuf.New(maxOut)
 	flood := max(int64(floodMin), floodFactor*max(maxOut, capbuf.DefaultMax))
-
-	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
-	cmd.Dir, cmd.Env = c.Dir, c.Env
-	proctree.Configure(cmd)
+	sp := c.Spawner
+	if sp == nil {
+		sp = ExecSpawner{}
+	}
 
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -155,21 +214,25 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 		outW.Close()
 		return nil, err
 	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	var inW *os.File
+	var inR, inW *os.File
 	if len(c.Stdin) > 0 {
-		var inR *os.File
-		if inR, inW, err = os.Pipe(); err != nil {
-			return nil, err
-		}
-		cmd.Stdin = inR
-		defer inR.Close()
+		inR, inW, err = os.Pipe()
+	} else {
+		inR, err = os.Open(os.DevNull)
+	}
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		return nil, err
 	}
 
 	start := time.Now()
-	err = proctree.Start(cmd)
+	proc, err := sp.Spawn(c.Argv, c.Dir, c.Env, inR, outW, errW)
 	outW.Close()
 	errW.Close()
+	inR.Close()
 	if err != nil {
 		outR.Close()
 		errR.Close()
@@ -178,7 +241,7 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 		}
 		return nil, fmt.Errorf("starting %s: %w", c.Argv[0], err)
 	}
-	pid := cmd.Process.Pid
+	pid := proc.Pid()
 	if inW != nil {
 		go func() { // a program that never reads stdin must not block us
 			_, _ = inW.Write(c.Stdin)
@@ -227,13 +290,12 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 
 	timer := time.AfterFunc(wall, func() { end(pb.EndedBy_TIMEOUT) })
 	stop := context.AfterFunc(ctx, func() { end(pb.EndedBy_CANCELLED) })
-	waitErr := cmd.Wait()
+	exit, waitErr := proc.Wait()
 	dur := time.Since(start)
 	timer.Stop()
 	stop()
 	// The main process is gone; nothing it left in its group may outlive it.
 	proctree.KillGroup(pid)
-	proctree.Untrack(pid)
 	deadline := time.NewTimer(drainGrace)
 	for _, ch := range []chan struct{}{outDone, errDone} {
 		select {
@@ -261,11 +323,18 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 		DurationUs:    dur.Microseconds(),
 		Backend:       "native",
 		Isolation:     "none",
+		ExitCode:      int32(exit.Code),
+	}
+	if exit.Signal != 0 {
+		res.Signal = signalName(exit.Signal)
+		res.ExitCode = 128 + int32(exit.Signal)
+	}
+	if waitErr != nil {
+		res.Error = waitErr.Error()
 	}
 	mu.Lock()
 	res.EndedBy = endedBy
 	mu.Unlock()
-	fillExit(res, cmd.ProcessState, waitErr)
 	if res.EndedBy == pb.EndedBy_ENDED_BY_UNSPECIFIED {
 		if res.Signal != "" {
 			res.EndedBy = pb.EndedBy_SIGNAL
@@ -283,23 +352,3 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 	}
 	return res, nil
 }
-
-func fillExit(res *pb.Result, ps *os.ProcessState, waitErr error) {
-	if ps == nil {
-		res.ExitCode = -1
-		if waitErr != nil {
-			res.Error = waitErr.Error()
-		}
-		return
-	}
-	res.ExitCode = int32(ps.ExitCode())
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		res.Signal = signalName(ws.Signal())
-		res.ExitCode = 128 + int32(ws.Signal())
-	}
-	var ee *exec.ExitError
-	if waitErr != nil && !errors.As(waitErr, &ee) {
-		res.Error = waitErr.Error()
-	}
-}
-

@@ -80,11 +80,16 @@ var Runtime = &native.Runtime{
 // Server is the python plugin's runtime service.
 type Server struct {
 	native.Server
+	forks forkPool
 }
 
 // New returns the python runtime service.
 func New() *Server {
-	return &Server{Server: native.Server{RT: Runtime}}
+	s := &Server{}
+	rt := *Runtime
+	rt.Spawner = s.forks.spawner
+	s.Server = native.Server{RT: &rt}
+	return s
 }
 
 // Check compiles code without running it.

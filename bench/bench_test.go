@@ -1,0 +1,106 @@
+// Package bench measures rlm against its baselines in the same run, so the
+// figures in BENCHMARKS.md are ratios that hold on a loaded machine too.
+// Run with `make bench` (go test -bench . ./bench/...). Nothing here asserts
+// a time: benchmarks report, they do not pass or fail.
+package bench
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "rlm-bench-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	pkgs := []string{"../cmd/rlm"}
+	cmds, _ := filepath.Glob("../plugins/*/cmd/rlm-plugin-*")
+	pkgs = append(pkgs, cmds...)
+	build := exec.Command("go", append([]string{"build", "-trimpath", "-ldflags=-s -w", "-o", dir + "/"}, pkgs...)...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building rlm:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// realPython resolves a pyenv-style shim to the interpreter it runs, so the
+// baseline is the real python3, as the targets define it.
+func realPython(tb testing.TB) string {
+	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		tb.Skip("python3 not installed")
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// percentiles returns p50 and p99 of ds.
+func percentiles(ds []time.Duration) (p50, p99 time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
+	return at(0.50), at(0.99)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// timeCmd runs argv once and returns its wall time; a failure stops the
+// benchmark (a broken command would otherwise look fast).
+func timeCmd(b *testing.B, env []string, argv ...string) time.Duration {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	d := time.Since(start)
+	if err != nil {
+		b.Fatalf("%v: %v\n%s", argv, err, out)
+	}
+	return d
+}
+
+// compareCommands alternates rlm and the baseline, b.N times each, and
+// reports both medians and their ratio.
+func compareCommands(b *testing.B, env []string, rlm, base []string) {
+	timeCmd(b, env, rlm...) // warm caches (tool probe, page cache)
+	timeCmd(b, env, base...)
+	var tr, tb []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tr = append(tr, timeCmd(b, env, rlm...))
+		tb = append(tb, timeCmd(b, env, base...))
+	}
+	b.StopTimer()
+	r50, r99 := percentiles(tr)
+	b50, _ := percentiles(tb)
+	b.ReportMetric(ms(r50), "rlm-p50-ms")
+	b.ReportMetric(ms(r99), "rlm-p99-ms")
+	b.ReportMetric(ms(b50), "base-p50-ms")
+	b.ReportMetric(float64(r50)/float64(b50), "ratio")
+}
+
+// BenchmarkExecPythonPrint1 is `rlm exec -c 'print(1)'` (native backend, a
+// plugin started per command) against `python3 -c 'print(1)'`.
+func BenchmarkExecPythonPrint1(b *testing.B) {
+	py := realPython(b)
+	env := append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
+	compareCommands(b, env,
+		[]string{binDir + "/rlm", "exec", "-b", "native", "-c", "print(1)"},
+		[]string{py, "-c", "print(1)"})
+}

@@ -1,0 +1,137 @@
+package forkserver
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rlmkit/rlm/core/program"
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+func python(t testing.TB) string {
+	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Skip("python3 not installed")
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func start(t testing.TB) *Server {
+	s, err := Start(python(t), program.BaseEnv(os.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func runCode(t testing.TB, s *Server, code string, args []string, l *pb.Limits) *pb.Result {
+	t.Helper()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "main.py")
+	os.WriteFile(file, []byte(code), 0o644)
+	env := append(program.BaseEnv(dir), "GREETING=hi")
+	res, err := program.Exec(context.Background(), program.Command{
+		Argv: append([]string{"python3", file}, args...), Dir: dir, Env: env, Limits: l, Spawner: s,
+		Stdin: []byte("from stdin"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestRunsLikeAScript(t *testing.T) {
+	s := start(t)
+	r := runCode(t, s, `import os, sys
+print(__name__, os.path.basename(__file__), sys.argv[1:], os.environ["GREETING"], os.getcwd() == os.path.dirname(__file__))
+print(sys.stdin.read())
+print("to stderr", file=sys.stderr)
+sys.exit(5)`, []string{"a", "b"}, nil)
+	want := "__main__ main.py ['a', 'b'] hi True\nfrom stdin\n"
+	if string(r.Stdout) != want || string(r.Stderr) != "to stderr\n" || r.ExitCode != 5 {
+		t.Fatalf("stdout %q stderr %q exit %d", r.Stdout, r.Stderr, r.ExitCode)
+	}
+}
+
+func TestTracebackLooksLikePythons(t *testing.T) {
+	r := runCode(t, start(t), "def f():\n    raise ValueError('boom')\nf()\n", nil, nil)
+	if r.ExitCode != 1 || !strings.Contains(string(r.Stderr), "ValueError: boom") || strings.Contains(string(r.Stderr), "zygote") {
+		t.Fatalf("exit %d stderr %q", r.ExitCode, r.Stderr)
+	}
+	if !strings.Contains(string(r.Stderr), `main.py", line 3, in <module>`) {
+		t.Fatalf("traceback lacks the script frame: %q", r.Stderr)
+	}
+}
+
+func TestStateIsNotShared(t *testing.T) {
+	s := start(t)
+	runCode(t, s, "import json\njson.leak = 1\nopen('x','w')", nil, nil)
+	r := runCode(t, s, "import json\nprint(hasattr(json, 'leak'))", nil, nil)
+	if string(r.Stdout) != "False\n" {
+		t.Fatalf("state leaked between runs: %q", r.Stdout)
+	}
+}
+
+func TestTimeoutAndSignals(t *testing.T) {
+	s := start(t)
+	r := runCode(t, s, "import subprocess, time\nsubprocess.Popen(['sleep', '311'])\ntime.sleep(30)", nil, &pb.Limits{WallMs: 300})
+	if r.EndedBy != pb.EndedBy_TIMEOUT {
+		t.Fatalf("%+v", r)
+	}
+	r = runCode(t, s, "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)", nil, nil)
+	if r.Signal != "SIGTERM" {
+		t.Fatalf("%+v", r)
+	}
+	// The server survives its children's deaths.
+	if r := runCode(t, s, "print('alive')", nil, nil); string(r.Stdout) != "alive\n" {
+		t.Fatalf("%q", r.Stdout)
+	}
+}
+
+func TestConcurrentRuns(t *testing.T) {
+	s := start(t)
+	var wg sync.WaitGroup
+	errs := make(chan string, 32)
+	for i := 0; i < 32; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r := runCode(t, s, "import sys\nprint(sys.argv[1])", []string{string(rune('A' + i%26))}, nil)
+			if string(r.Stdout) != string(rune('A'+i%26))+"\n" {
+				errs <- string(r.Stdout) + string(r.Stderr)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+func TestDeadServerIsAnError(t *testing.T) {
+	s, err := Start(python(t), program.BaseEnv(os.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s.Alive() {
+		t.Fatal("alive after Close")
+	}
+	if _, err := s.Spawn([]string{"python3", "x.py"}, ".", nil, os.Stdin, os.Stdout, os.Stderr); err == nil {
+		t.Fatal("spawn on a closed server succeeded")
+	}
+}
+
+func BenchmarkForkServerRun(b *testing.B) {
+	s := start(b)
+	for i := 0; i < b.N; i++ {
+		runCode(b, s, "print(1)", nil, nil)
+	}
+}

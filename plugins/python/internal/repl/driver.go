@@ -1,0 +1,325 @@
+package repl
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+//go:embed driver.py
+var driverSource string
+
+// bootstrap runs the embedded driver under the file name <rlm-driver>, which
+// the driver uses to cut its own frames out of user tracebacks.
+const bootstrap = "import sys;exec(compile(sys.argv[1],'<rlm-driver>','exec'))"
+
+// maxFrame bounds one protocol frame from the driver (a variable's JSON).
+const maxFrame = 1 << 30
+
+// rpcMsg is one JSON-RPC 2.0 message in either direction.
+type rpcMsg struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *rpcError       `json:"error,omitempty"`
+}
+
+type rpcError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// inst is one incarnation of the driver process. A Process replaces its inst
+// when the interpreter is restarted.
+type inst struct {
+	cmd  *exec.Cmd
+	pid  int
+	tag  string
+	toW  *os.File // host -> driver (fd 3 in the driver)
+	wmu  sync.Mutex
+	out  *stream
+	err  *stream
+	msgs chan *rpcMsg // frames from the driver; closed at EOF
+
+	exited   chan struct{} // closed once cmd.Wait returned
+	waitErr  error
+	killOnce sync.Once
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func setPipeSize(f *os.File, size int) {
+	_, _ = unix.FcntlInt(f.Fd(), unix.F_SETPIPE_SZ, size)
+}
+
+// spawn starts a driver and sends it the open request with the context. It
+// does not wait for the driver to be ready; see open.
+func spawn(cfg *Config) (*inst, error) {
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	pipe := func() (*os.File, *os.File, error) {
+		r, w, err := os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	reqR, reqW, err1 := pipe()
+	respR, respW, err2 := pipe()
+	outR, outW, err3 := pipe()
+	errR, errW, err4 := pipe()
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("repl: pipes: %w", err)
+	}
+	// Bigger pipes: fewer wake-ups for large contexts and outputs.
+	setPipeSize(reqW, 1<<20)
+	setPipeSize(outW, 1<<20)
+	setPipeSize(errW, 1<<20)
+
+	tag := randomHex(12)
+	env := cfg.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	env = append(env[:len(env):len(env)], tagEnv+"="+tag)
+
+	cmd := exec.Command(cfg.Python, "-c", bootstrap, driverSource)
+	cmd.Env = env
+	cmd.Dir = cfg.Dir
+	cmd.Stdin = nil // /dev/null
+	cmd.Stdout = outW
+	cmd.Stderr = errW
+	cmd.ExtraFiles = []*os.File{reqR, respW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("repl: start %s: %w", cfg.Python, err)
+	}
+	// the child's ends
+	reqR.Close()
+	respW.Close()
+	outW.Close()
+	errW.Close()
+
+	d := &inst{
+		cmd:    cmd,
+		pid:    cmd.Process.Pid,
+		tag:    tag,
+		toW:    reqW,
+		out:    newStream(outR, cfg.MaxOutputBytes),
+		err:    newStream(errR, cfg.MaxOutputBytes),
+		msgs:   make(chan *rpcMsg, 16),
+		exited: make(chan struct{}),
+	}
+	go func() {
+		d.waitErr = cmd.Wait()
+		close(d.exited)
+	}()
+	go d.readFrames(respR)
+	return d, nil
+}
+
+func (d *inst) readFrames(r *os.File) {
+	defer close(d.msgs)
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 64<<10)
+	var hdr [4]byte
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return
+		}
+		n := binary.BigEndian.Uint32(hdr[:])
+		if n > maxFrame {
+			return
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(br, body); err != nil {
+			return
+		}
+		m := new(rpcMsg)
+		if err := json.Unmarshal(body, m); err != nil {
+			continue // not ours to crash on; the waiter will time out or see EOF
+		}
+		d.msgs <- m
+	}
+}
+
+// send writes one framed message, followed by raw (the open request's
+// context bytes), as a single ordered unit.
+func (d *inst) send(m any, raw []byte) error {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 4, 4+len(body))
+	binary.BigEndian.PutUint32(buf, uint32(len(body)))
+	buf = append(buf, body...)
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	if _, err := d.toW.Write(buf); err != nil {
+		return err
+	}
+	if len(raw) > 0 {
+		if _, err := d.toW.Write(raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type request struct {
+	JSONRPC string `json:"jsonrpc"`
+	ID      uint64 `json:"id"`
+	Method  string `json:"method"`
+	Params  any    `json:"params"`
+}
+
+type response struct {
+	JSONRPC string    `json:"jsonrpc"`
+	ID      any       `json:"id"`
+	Result  any       `json:"result,omitempty"`
+	Error   *rpcError `json:"error,omitempty"`
+}
+
+// kill kills the driver's process group and every process attributed to
+// it, waits for the driver to be reaped, and reaps the rest it can.
+func (d *inst) kill() {
+	d.killOnce.Do(func() {
+		killed := killTree(d.pid, d.tag)
+		<-d.exited
+		reapKilled(killed, 2*time.Second)
+		d.toW.Close()
+	})
+}
+
+// drain waits, bounded, for both output pipes to reach EOF (after the
+// driver died or was killed) and returns what they hold.
+func (d *inst) drain(limit time.Duration) (out, errc *capture) {
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	for _, s := range []*stream{d.out, d.err} {
+		select {
+		case <-s.eof:
+		case <-t.C:
+		}
+	}
+	return d.out.take(), d.err.take()
+}
+
+// exitDescription says how the driver process ended.
+func (d *inst) exitDescription() (desc, signal string, code int32) {
+	st := d.cmd.ProcessState
+	if st == nil {
+		return "unknown exit", "", -1
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		sig := ws.Signal()
+		name := unix.SignalName(sig)
+		if name == "" {
+			name = sig.String()
+		}
+		return "killed by " + name, name, 128 + int32(sig)
+	}
+	return fmt.Sprintf("exit status %d", st.ExitCode()), "", int32(st.ExitCode())
+}
+
+type openParams struct {
+	ContextBytes *int   `json:"context_bytes,omitempty"`
+	Kind         string `json:"kind,omitempty"`
+}
+
+type openResult struct {
+	Python string `json:"python"`
+	Pid    int    `json:"pid"`
+}
+
+// open sends the context and waits for the driver to answer. On failure the
+// driver is killed and the error carries what it wrote to stderr.
+func (d *inst) open(ctx context.Context, c *contextData) (*openResult, error) {
+	var p openParams
+	var raw []byte
+	if c != nil {
+		n := len(c.data)
+		p.ContextBytes = &n
+		p.Kind = c.kind
+		raw = c.data
+	}
+	sendErr := make(chan error, 1)
+	go func() { // may block on a large context until the driver reads it
+		sendErr <- d.send(request{JSONRPC: "2.0", ID: 0, Method: "open", Params: p}, raw)
+	}()
+	fail := func(err error) (*openResult, error) {
+		d.kill()
+		_, e := d.drain(500 * time.Millisecond)
+		b, _ := e.bytes()
+		if s := strings.TrimSpace(string(b)); s != "" {
+			err = fmt.Errorf("%w\n%s", err, s)
+		}
+		return nil, err
+	}
+	for {
+		select {
+		case m, ok := <-d.msgs:
+			if !ok {
+				d.kill()
+				desc, _, _ := d.exitDescription()
+				return fail(fmt.Errorf("repl: python driver failed to start (%s)", desc))
+			}
+			if string(m.ID) != "0" {
+				continue
+			}
+			if m.Error != nil {
+				return fail(fmt.Errorf("repl: opening the session: %s", m.Error.Message))
+			}
+			var r openResult
+			if err := json.Unmarshal(m.Result, &r); err != nil {
+				return fail(fmt.Errorf("repl: bad open reply: %w", err))
+			}
+			// whatever the interpreter printed while starting (site hooks)
+			// is not a cell's output
+			d.out.take()
+			d.err.take()
+			return &r, nil
+		case err := <-sendErr:
+			if err != nil {
+				return fail(fmt.Errorf("repl: sending the context: %w", err))
+			}
+			sendErr = nil
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		}
+	}
+}
+
+// closeStreams closes the output pipes' read ends, ending their readers even
+// if some process we could not kill still holds the write ends.
+func (d *inst) closeStreams() {
+	d.out.f.Close()
+	d.err.f.Close()
+}

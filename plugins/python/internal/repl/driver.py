@@ -1,0 +1,512 @@
+# rlm Python REPL driver.
+#
+# Embedded in the Go host (repl.go) and started as
+#   python -c "<bootstrap>" <this source>
+# so its frames carry the file name <rlm-driver> and can be cut out of user
+# tracebacks.  Python 3.8+.
+#
+# Channels:
+#   fd 3  host -> driver   JSON-RPC 2.0 frames (4-byte big-endian length + UTF-8 JSON)
+#   fd 4  driver -> host   the same framing
+#   fd 0  /dev/null; fd 1 and 2 are the user's stdout and stderr (pipes the
+#         host reads).  The protocol fds are moved to high, close-on-exec
+#         numbers at once, so user code and its children never see them on
+#         0/1/2 and children do not inherit them.
+#
+# Cell end: flush sys.stdout/sys.stderr, write the host's per-cell marker to
+# private duplicates of fd 1 and fd 2, then send the result frame.
+#
+# Only cheap modules are imported at start (os, sys, _thread, fcntl, signal,
+# json); traceback, linecache and re are imported when first needed.
+
+import os
+import sys
+import _thread
+
+_DRIVER_FILE = "<rlm-driver>"
+_PID = os.getpid()
+_MAIN_IDENT = _thread.get_ident()
+
+
+def _move_high(fd):
+    import fcntl
+
+    n = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 100)
+    return n
+
+
+_RFD = _move_high(3)
+_WFD = _move_high(4)
+os.close(3)
+os.close(4)
+# Private duplicates of the output pipes for the end-of-cell markers: user
+# code may close or redirect fd 1/2, the marker must still reach the host.
+_OUT = _move_high(1)
+_ERR = _move_high(2)
+
+_rf = open(_RFD, "rb", buffering=1 << 16, closefd=False)
+
+import json as _json  # noqa: E402  (needed for every message)
+
+_dumps = _json.dumps
+_loads = _json.loads
+
+_io_lock = _thread.allocate_lock()  # held across one request/response pair
+_running = False  # a cell is executing: SIGINT raises KeyboardInterrupt
+_in_proto = False  # main thread is inside a callback round trip
+_pending = False  # SIGINT arrived during a callback: raise after it
+_cb_seq = 0
+_cells = {}  # "<cell N>" -> source, for tracebacks / linecache
+
+
+def _die(code):
+    try:
+        os._exit(code)
+    finally:
+        os._exit(code)
+
+
+def _write_all(fd, data):
+    mv = memoryview(data)
+    while mv:
+        n = os.write(fd, mv)
+        mv = mv[n:]
+
+
+def _send(obj):
+    data = _dumps(obj).encode("utf-8")
+    try:
+        _write_all(_WFD, len(data).to_bytes(4, "big") + data)
+    except OSError:
+        _die(70)  # the host is gone or the channel was closed under us
+
+
+def _read_exact(n):
+    b = _rf.read(n)
+    if b is None or len(b) != n:
+        _die(0)  # host closed the channel: shut down quietly
+    return b
+
+
+def _recv():
+    n = int.from_bytes(_read_exact(4), "big")
+    return _loads(_read_exact(n))
+
+
+def _on_sigint(signum, frame):
+    global _pending
+    if not _running:
+        return  # idle: ignore (the host's interrupt raced the cell's end)
+    if _in_proto:
+        _pending = True  # never break a frame in half; raise after the reply
+        return
+    raise KeyboardInterrupt
+
+
+# ---------------------------------------------------------------------------
+# user namespace and helpers
+
+
+class LLMQueryError(RuntimeError):
+    """A model query made through llm_query / rlm_query failed."""
+
+
+def _callback(kind, prompts, contexts, has_context, model):
+    global _in_proto, _pending, _cb_seq
+    main = _thread.get_ident() == _MAIN_IDENT
+    if main:
+        _in_proto = True
+    try:
+        with _io_lock:
+            _cb_seq += 1
+            cid = "cb%d" % _cb_seq
+            params = {"kind": kind, "prompts": prompts}
+            if contexts is not None:
+                params["contexts"] = contexts
+                params["has_context"] = has_context
+            if model is not None:
+                params["model"] = model
+            _send({"jsonrpc": "2.0", "id": cid, "method": "callback", "params": params})
+            while True:
+                msg = _recv()
+                if msg.get("id") == cid:
+                    break
+    finally:
+        if main:
+            _in_proto = False
+    if main and _pending:
+        _pending = False
+        raise KeyboardInterrupt
+    err = msg.get("error")
+    if err is not None:
+        raise LLMQueryError(err.get("message") or "callback failed")
+    results = (msg.get("result") or {}).get("results") or []
+    if len(results) != len(prompts):
+        raise LLMQueryError("%s: expected %d results, got %d" % (kind, len(prompts), len(results)))
+    return results
+
+
+def _as_text(x, what):
+    if isinstance(x, str):
+        return x
+    if isinstance(x, (bytes, bytearray)):
+        return bytes(x).decode("utf-8", "replace")
+    raise TypeError("%s must be a str, not %s" % (what, type(x).__name__))
+
+
+def _ctx_text(ctx):
+    if isinstance(ctx, str):
+        return ctx
+    if isinstance(ctx, (bytes, bytearray)):
+        return bytes(ctx).decode("utf-8", "replace")
+    try:
+        return _dumps(ctx, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(ctx)
+
+
+def _model(model):
+    if model is None:
+        return None
+    return _as_text(model, "model")
+
+
+def llm_query(prompt, model=None):
+    """Ask the session's model one question; returns its answer as a str."""
+    return _callback("llm_query", [_as_text(prompt, "prompt")], None, None, _model(model))[0]
+
+
+def llm_query_batched(prompts, model=None):
+    """Ask several questions in one round trip; the host runs them
+    concurrently. Returns the answers in order."""
+    prompts = [_as_text(p, "prompt") for p in prompts]
+    if not prompts:
+        return []
+    return _callback("llm_query", prompts, None, None, _model(model))
+
+
+def rlm_query(task, ctx=None):
+    """Run a recursive RLM sub-task. ctx defaults to the current `context`."""
+    if ctx is None:
+        ctx = _ns.get("context")
+    has = ctx is not None
+    return _callback(
+        "rlm_query", [_as_text(task, "task")], [_ctx_text(ctx) if has else ""], [has], None
+    )[0]
+
+
+def rlm_query_batched(tasks, ctxs=None):
+    """Run several sub-tasks in one round trip (concurrently on the host).
+    ctxs, when given, must have one entry per task; None entries and a
+    missing ctxs default to the current `context`."""
+    tasks = [_as_text(t, "task") for t in tasks]
+    if not tasks:
+        return []
+    if ctxs is None:
+        ctxs = [None] * len(tasks)
+    else:
+        ctxs = list(ctxs)
+        if len(ctxs) != len(tasks):
+            raise ValueError("rlm_query_batched: %d tasks but %d contexts" % (len(tasks), len(ctxs)))
+    cur = _ns.get("context")
+    texts, has = [], []
+    for c in ctxs:
+        if c is None:
+            c = cur
+        has.append(c is not None)
+        texts.append(_ctx_text(c) if c is not None else "")
+    return _callback("rlm_query", tasks, texts, has, None)
+
+
+def chunk_text(text, size=2000, overlap=200):
+    """Split text into chunks of `size` characters, each sharing `overlap`
+    characters with the previous one. Returns [] for empty text."""
+    if not isinstance(size, int) or size <= 0:
+        raise ValueError("chunk_text: size must be a positive integer")
+    if not isinstance(overlap, int) or overlap < 0 or overlap >= size:
+        raise ValueError("chunk_text: overlap must satisfy 0 <= overlap < size")
+    n = len(text)
+    if n == 0:
+        return []
+    step = size - overlap
+    out = []
+    i = 0
+    while True:
+        out.append(text[i : i + size])
+        if i + size >= n:
+            return out
+        i += step
+
+
+def _context_text():
+    c = _ns.get("context")
+    if c is None:
+        return ""
+    return _ctx_text(c)
+
+
+def search_context(pattern, window=200, flags=0, max_results=None):
+    """Regex search over `context` (a non-str context is searched as its JSON
+    text). Returns a list of dicts: match, start, end, snippet (the match
+    with `window` characters either side), snippet_start."""
+    import re
+
+    if window < 0:
+        raise ValueError("search_context: window must be >= 0")
+    text = _context_text()
+    out = []
+    for m in re.finditer(pattern, text, flags):
+        s, e = m.start(), m.end()
+        lo = max(0, s - window)
+        out.append(
+            {"match": m.group(0), "start": s, "end": e, "snippet": text[lo : e + window], "snippet_start": lo}
+        )
+        if max_results is not None and len(out) >= max_results:
+            break
+    return out
+
+
+_HELPERS = {}
+
+
+def SHOW_VARS():
+    """Print and return the user's variables with their types."""
+    import types
+
+    out = {}
+    for k, v in list(_ns.items()):
+        if k.startswith("_") or (k in _HELPERS and _HELPERS[k] is v):
+            continue
+        if isinstance(v, types.ModuleType):
+            continue
+        out[k] = type(v).__name__
+    if out:
+        for k, t in out.items():
+            print("%s: %s" % (k, t))
+    else:
+        print("(no variables)")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# cells
+
+
+def _new_namespace():
+    import types
+
+    global _driver_module
+    _driver_module = sys.modules["__main__"]  # keep the driver's own module alive
+    mod = types.ModuleType("__main__")
+    mod.__dict__["__builtins__"] = __builtins__
+    sys.modules["__main__"] = mod
+    return mod.__dict__
+
+
+_ns = _new_namespace()
+for _f in (llm_query, llm_query_batched, rlm_query, rlm_query_batched, chunk_text, search_context, SHOW_VARS):
+    _HELPERS[_f.__name__] = _f
+_HELPERS["LLMQueryError"] = LLMQueryError
+_ns.update(_HELPERS)
+_ns["context"] = None
+del _f
+
+
+def _linecache_all():
+    import linecache
+
+    for name, src in _cells.items():
+        linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+
+
+def _flush_all():
+    for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if s is not None:
+                s.flush()
+        except BaseException:
+            pass
+    if "ctypes" in sys.modules:  # C stdio buffers of extensions
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).fflush(None)
+        except BaseException:
+            pass
+
+
+def _strip_driver_frames(tb):
+    # outer frames: the driver's own loop, up to the first cell frame
+    while tb is not None and tb.tb_frame.f_code.co_filename == _DRIVER_FILE:
+        tb = tb.tb_next
+    # inner frames: driver helpers (llm_query, ...) the cell called
+    head = tb
+    prev = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == _DRIVER_FILE and prev is not None:
+            try:
+                prev.tb_next = tb.tb_next
+            except (AttributeError, TypeError):
+                prev = tb
+            tb = tb.tb_next
+            continue
+        prev = tb
+        tb = tb.tb_next
+    return head
+
+
+def _exc_name(e):
+    t = type(e)
+    mod = getattr(t, "__module__", "builtins")
+    if mod in ("builtins", "__main__", None):
+        return t.__qualname__
+    return "%s.%s" % (mod, t.__qualname__)
+
+
+def _report(e):
+    """Print the traceback to the user's stderr; return 'Type: message'."""
+    msg = str(e)
+    name = _exc_name(e)
+    err = name + (": " + msg if msg else "")
+    try:
+        import traceback
+
+        _linecache_all()
+        tb = _strip_driver_frames(e.__traceback__)
+        text = "".join(traceback.format_exception(type(e), e, tb))
+        stream = sys.stderr if sys.stderr is not None else sys.__stderr__
+        stream.write(text)
+    except BaseException:
+        try:
+            os.write(2, (err + "\n").encode("utf-8", "replace"))
+        except BaseException:
+            pass
+    return err
+
+
+def _write_stream(text):
+    try:
+        stream = sys.stderr if sys.stderr is not None else sys.__stderr__
+        stream.write(text)
+    except BaseException:
+        pass
+
+
+def _run_cell(p):
+    global _running, _pending
+    code = p["code"]
+    name = "<cell %d>" % p.get("cell", 0)
+    _cells[name] = code
+    res = {"exit_code": 0, "error": "", "interrupted": False}
+    try:
+        try:
+            _pending = False
+            _running = True
+            exec(compile(code, name, "exec", dont_inherit=True), _ns)
+        finally:
+            _running = False
+    except SystemExit as e:
+        c = e.code
+        if c is None:
+            res["exit_code"] = 0
+        elif isinstance(c, int) and not isinstance(c, bool):
+            res["exit_code"] = c & 0xFF  # as a script's exit status would be
+            if c != 0:
+                res["error"] = "SystemExit: %d" % c
+        else:
+            _write_stream("%s\n" % (c,))
+            res["exit_code"] = 1
+            res["error"] = "SystemExit: %s" % (c,)
+    except KeyboardInterrupt as e:
+        res["interrupted"] = True
+        res["exit_code"] = 130
+        res["error"] = _report(e)
+    except BaseException as e:
+        res["exit_code"] = 1
+        res["error"] = _report(e)
+    if os.getpid() != _PID:
+        # a cell forked (os.fork) and this is the child reaching the end of
+        # the cell: it must not speak the protocol
+        _flush_all()
+        os._exit(res["exit_code"] & 0xFF)
+    # re-arm our SIGINT handler: the driver owns SIGINT between cells
+    _signal.signal(_signal.SIGINT, _on_sigint)
+    _flush_all()
+    marker = p["marker"].encode("ascii")
+    for key, fd in (("marker_out", _OUT), ("marker_err", _ERR)):
+        try:
+            _write_all(fd, marker)
+            res[key] = True
+        except OSError:
+            res[key] = False
+    return res
+
+
+_MAX_REPR = 1 << 20
+
+
+def _get_variable(p):
+    name = p["name"]
+    if name not in _ns:
+        return {"found": False}
+    v = _ns[name]
+    try:
+        s = _dumps(v, allow_nan=False)
+    except BaseException:
+        try:
+            r = repr(v)
+        except BaseException as e:
+            r = "<unrepresentable %s: %s>" % (type(v).__name__, _exc_name(e))
+        if len(r) > _MAX_REPR:
+            r = r[:_MAX_REPR] + "... [%d characters omitted]" % (len(r) - _MAX_REPR)
+        s = _dumps(r)
+    return {"found": True, "json": s}
+
+
+def _open(p):
+    n = p.get("context_bytes")
+    if n is not None:
+        buf = bytearray(n)
+        mv = memoryview(buf)
+        pos = 0
+        while pos < n:
+            k = _rf.readinto(mv[pos:])
+            if not k:
+                _die(0)
+            pos += k
+        mv.release()
+        kind = p.get("kind") or "text"
+        if kind == "json":
+            ctx = _loads(buf)
+        else:
+            ctx = str(buf, "utf-8", "replace")
+        del buf
+        _ns["context"] = ctx
+    v = sys.version_info
+    return {"python": "%d.%d.%d" % (v[0], v[1], v[2]), "pid": _PID}
+
+
+def _serve():
+    handlers = {"execute": _run_cell, "get_variable": _get_variable, "open": _open}
+    _io_lock.acquire()
+    while True:
+        msg = _recv()
+        _io_lock.release()
+        mid = msg.get("id")
+        method = msg.get("method")
+        h = handlers.get(method)
+        try:
+            if h is None:
+                raise ValueError("unknown method %r" % (method,))
+            reply = {"jsonrpc": "2.0", "id": mid, "result": h(msg.get("params") or {})}
+        except BaseException as e:  # noqa: B902 - never let the loop die
+            reply = {"jsonrpc": "2.0", "id": mid, "error": {"code": -32000, "message": "%s: %s" % (_exc_name(e), e)}}
+        _io_lock.acquire()
+        _send(reply)
+
+
+import signal as _signal  # noqa: E402
+
+_signal.signal(_signal.SIGINT, _on_sigint)
+sys.argv = [""]
+_serve()

@@ -1,0 +1,767 @@
+package repl
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rlmkit/rlm/core/proto"
+)
+
+var pythonPath string
+
+func TestMain(m *testing.M) {
+	// Resolve the real interpreter once: a pyenv shim costs ~170 ms a start.
+	if out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output(); err == nil {
+		pythonPath = strings.TrimSpace(string(out))
+	}
+	if err := BecomeSubreaper(); err != nil {
+		fmt.Fprintln(os.Stderr, "BecomeSubreaper:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+func needPython(tb testing.TB) {
+	tb.Helper()
+	if pythonPath == "" {
+		tb.Skip("python3 not found")
+	}
+}
+
+func start(tb testing.TB, cfg Config) *Process {
+	tb.Helper()
+	needPython(tb)
+	cfg.Python = pythonPath
+	if cfg.Dir == "" {
+		cfg.Dir = tb.TempDir()
+	}
+	p, err := Start(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { p.Close() })
+	return p
+}
+
+func run(tb testing.TB, p *Process, code string) *proto.Result {
+	tb.Helper()
+	return runT(tb, p, code, 30*time.Second, nil)
+}
+
+func runT(tb testing.TB, p *Process, code string, timeout time.Duration, cb CallbackFunc) *proto.Result {
+	tb.Helper()
+	res, err := p.Execute(context.Background(), code, timeout, cb)
+	if err != nil {
+		tb.Fatalf("Execute(%q): %v", code, err)
+	}
+	return res
+}
+
+func ok(tb testing.TB, p *Process, code string) *proto.Result {
+	tb.Helper()
+	res := run(tb, p, code)
+	if res.ExitCode != 0 || res.Error != "" || res.EndedBy != proto.EndedBy_EXIT {
+		tb.Fatalf("cell %q failed: exit %d ended_by %v error %q\nstderr: %s", code, res.ExitCode, res.EndedBy, res.Error, res.Stderr)
+	}
+	return res
+}
+
+func variable(tb testing.TB, p *Process, name string) (bool, string) {
+	tb.Helper()
+	found, js, err := p.Variable(context.Background(), name)
+	if err != nil {
+		tb.Fatalf("Variable(%q): %v", name, err)
+	}
+	return found, js
+}
+
+func TestStatePersistsAndVariables(t *testing.T) {
+	p := start(t, Config{})
+	ok(t, p, "x = 41\nd = {'a': [1, 2], 'b': None}\nn = None\nclass Foo:\n    def __repr__(self): return 'Foo<1>'\nfoo = Foo()")
+	res := ok(t, p, "x += 1\nprint(x)")
+	if string(res.Stdout) != "42\n" {
+		t.Fatalf("stdout %q", res.Stdout)
+	}
+	cases := []struct {
+		name  string
+		found bool
+		js    string
+	}{
+		{"x", true, "42"},
+		{"n", true, "null"},
+		{"missing", false, ""},
+		{"foo", true, `"Foo<1>"`},
+	}
+	for _, c := range cases {
+		found, js := variable(t, p, c.name)
+		if found != c.found || js != c.js {
+			t.Errorf("Variable(%s) = %v %q, want %v %q", c.name, found, js, c.found, c.js)
+		}
+	}
+	_, js := variable(t, p, "d")
+	var d map[string]any
+	if err := json.Unmarshal([]byte(js), &d); err != nil || fmt.Sprint(d) != "map[a:[1 2] b:<nil>]" {
+		t.Errorf("d = %s (%v)", js, err)
+	}
+	if _, js := variable(t, p, "__name__"); js != `"__main__"` {
+		t.Errorf("__name__ = %s", js)
+	}
+	// non-finite floats are not JSON: repr instead
+	ok(t, p, "f = float('nan')")
+	if _, js := variable(t, p, "f"); js != `"nan"` {
+		t.Errorf("nan = %s", js)
+	}
+}
+
+func TestContextText(t *testing.T) {
+	p := start(t, Config{Context: &proto.Context{Data: []byte("héllo wörld"), Kind: "text"}})
+	res := ok(t, p, "print(type(context).__name__, len(context), context)")
+	if got := string(res.Stdout); got != "str 11 héllo wörld\n" {
+		t.Fatalf("stdout %q", got)
+	}
+}
+
+func TestContextNone(t *testing.T) {
+	p := start(t, Config{})
+	if res := ok(t, p, "print(context is None)"); string(res.Stdout) != "True\n" {
+		t.Fatalf("stdout %q", res.Stdout)
+	}
+}
+
+func TestContextJSON(t *testing.T) {
+	p := start(t, Config{Context: &proto.Context{Data: []byte(`{"docs": [1, "two", {"x": null}]}`), Kind: "json"}})
+	res := ok(t, p, "print(type(context).__name__, context['docs'][1], context['docs'][2])")
+	if got := string(res.Stdout); got != "dict two {'x': None}\n" {
+		t.Fatalf("stdout %q", got)
+	}
+	p2 := start(t, Config{Context: &proto.Context{Data: []byte(`[1,2,3]`), Kind: "json"}})
+	if res := ok(t, p2, "print(sum(context))"); string(res.Stdout) != "6\n" {
+		t.Fatalf("stdout %q", res.Stdout)
+	}
+}
+
+func TestContextBadJSONAndKind(t *testing.T) {
+	needPython(t)
+	_, err := Start(context.Background(), Config{Python: pythonPath, Context: &proto.Context{Data: []byte("{nope"), Kind: "json"}})
+	if err == nil || !strings.Contains(err.Error(), "JSONDecodeError") {
+		t.Fatalf("bad JSON: err = %v", err)
+	}
+	_, err = Start(context.Background(), Config{Python: pythonPath, Context: &proto.Context{Kind: "yaml"}})
+	if err == nil || !strings.Contains(err.Error(), "yaml") {
+		t.Fatalf("bad kind: err = %v", err)
+	}
+}
+
+func TestContext50MB(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789abcdefghijklmnopqrstuvwxyz\n"), 50<<20/37+1)[:50<<20]
+	sum := sha256.Sum256(data)
+	p := start(t, Config{Context: &proto.Context{Data: data, Kind: "text"}})
+	res := ok(t, p, "import hashlib\nprint(len(context), hashlib.sha256(context.encode()).hexdigest())")
+	want := fmt.Sprintf("%d %s\n", len(data), hex.EncodeToString(sum[:]))
+	if string(res.Stdout) != want {
+		t.Fatalf("got %q want %q", res.Stdout, want)
+	}
+}
+
+func TestStdoutStderrCapture(t *testing.T) {
+	p := start(t, Config{})
+	res := ok(t, p, `import os, sys
+print("out1")
+print("err1", file=sys.stderr)
+os.write(1, b"raw-out\n")
+os.write(2, b"raw-err\n")
+sys.stdout.flush()
+os.system("echo hi; echo err >&2")
+print("out2")`)
+	if got := string(res.Stdout); got != "out1\nraw-out\nhi\nout2\n" {
+		t.Errorf("stdout %q", got)
+	}
+	if got := string(res.Stderr); got != "err1\nraw-err\nerr\n" {
+		t.Errorf("stderr %q", got)
+	}
+	// the next cell starts clean
+	if res := ok(t, p, "pass"); len(res.Stdout)+len(res.Stderr) != 0 {
+		t.Errorf("leftover output %q %q", res.Stdout, res.Stderr)
+	}
+}
+
+func TestForgedProtocolOutputIsInert(t *testing.T) {
+	p := start(t, Config{})
+	// Anything a cell writes to fd 1/2 or its children inherit is output,
+	// however much it looks like a frame, and fds 3/4 are not there.
+	res := run(t, p, `import os, json, struct
+msg = json.dumps({"jsonrpc": "2.0", "id": 2, "result": {"exit_code": 0, "error": "", "marker_out": False, "marker_err": False}}).encode()
+os.write(1, struct.pack(">I", len(msg)) + msg)
+for fd in (3, 4):
+    try:
+        os.write(fd, struct.pack(">I", len(msg)) + msg)
+        print("fd", fd, "writable")
+    except OSError as e:
+        print("fd", fd, "closed")
+print("done")`)
+	if res.ExitCode != 0 || !bytes.HasSuffix(res.Stdout, []byte("fd 3 closed\nfd 4 closed\ndone\n")) {
+		t.Fatalf("exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if !bytes.Contains(res.Stdout, []byte(`"exit_code": 0`)) {
+		t.Fatalf("the forged frame should be plain output: %q", res.Stdout)
+	}
+	res = ok(t, p, "print('after')")
+	if string(res.Stdout) != "after\n" {
+		t.Fatalf("next cell stdout %q", res.Stdout)
+	}
+}
+
+func TestException(t *testing.T) {
+	p := start(t, Config{})
+	res := run(t, p, "x = 1\ndef f():\n    raise ValueError('test')\nf()")
+	if res.ExitCode != 1 || res.Error != "ValueError: test" || res.EndedBy != proto.EndedBy_EXIT {
+		t.Fatalf("exit %d error %q ended %v", res.ExitCode, res.Error, res.EndedBy)
+	}
+	se := string(res.Stderr)
+	for _, want := range []string{"Traceback (most recent call last):", `File "<cell 1>", line 4, in <module>`, `File "<cell 1>", line 3, in f`, "raise ValueError('test')", "ValueError: test"} {
+		if !strings.Contains(se, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, se)
+		}
+	}
+	if strings.Contains(se, "rlm-driver") {
+		t.Errorf("driver frames in the traceback:\n%s", se)
+	}
+	// syntax errors too, and state survives
+	res = run(t, p, "def (:")
+	if res.ExitCode != 1 || !strings.HasPrefix(res.Error, "SyntaxError:") || !strings.Contains(string(res.Stderr), "<cell 2>") {
+		t.Fatalf("syntax error: exit %d error %q stderr %q", res.ExitCode, res.Error, res.Stderr)
+	}
+	if found, js := variable(t, p, "x"); !found || js != "1" {
+		t.Fatalf("x = %v %s", found, js)
+	}
+}
+
+func TestSystemExit(t *testing.T) {
+	p := start(t, Config{})
+	ok(t, p, "keep = 'yes'")
+	for _, c := range []struct {
+		code   string
+		exit   int32
+		stderr string
+	}{
+		{"import sys; sys.exit(3)", 3, ""},
+		{"import sys; sys.exit()", 0, ""},
+		{"import sys; sys.exit(0)", 0, ""},
+		{"import sys; sys.exit('bye now')", 1, "bye now\n"},
+		{"raise SystemExit(7)", 7, ""},
+		{"exit(4)", 4, ""},
+	} {
+		res := run(t, p, c.code)
+		if res.ExitCode != c.exit || string(res.Stderr) != c.stderr || res.EndedBy != proto.EndedBy_EXIT || res.StateLost {
+			t.Errorf("%s: exit %d stderr %q ended %v lost %v", c.code, res.ExitCode, res.Stderr, res.EndedBy, res.StateLost)
+		}
+	}
+	if res := ok(t, p, "print(keep)"); string(res.Stdout) != "yes\n" {
+		t.Fatalf("state after exits: %q", res.Stdout)
+	}
+}
+
+func TestCallbacks(t *testing.T) {
+	p := start(t, Config{Context: &proto.Context{Data: []byte("the big context"), Kind: "text"}})
+	var mu sync.Mutex
+	var got []*proto.Callback
+	cb := func(ctx context.Context, c *proto.Callback) ([]string, error) {
+		mu.Lock()
+		got = append(got, c)
+		mu.Unlock()
+		if len(c.Prompts) > 0 && c.Prompts[0] == "fail" {
+			return nil, errors.New("model exploded")
+		}
+		out := make([]string, len(c.Prompts))
+		for i, pr := range c.Prompts {
+			out[i] = c.Kind + ":" + strings.ToUpper(pr)
+		}
+		return out, nil
+	}
+	res := runT(t, p, `a = llm_query("hello", model="small")
+b = llm_query_batched(["p1", "p2", "p3"])
+c = rlm_query("task one")
+d = rlm_query("task two", ctx={"k": [1]})
+e = rlm_query_batched(["t1", "t2"], ["c1", None])
+print(a, b, c, d, e)
+try:
+    llm_query("fail")
+except LLMQueryError as ex:
+    print("caught", isinstance(ex, RuntimeError), ex)`, 30*time.Second, cb)
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s\n%s", res.ExitCode, res.Error, res.Stderr)
+	}
+	want := "llm_query:HELLO ['llm_query:P1', 'llm_query:P2', 'llm_query:P3'] rlm_query:TASK ONE rlm_query:TASK TWO ['rlm_query:T1', 'rlm_query:T2']\ncaught True model exploded\n"
+	if string(res.Stdout) != want {
+		t.Fatalf("stdout %q\nwant   %q", res.Stdout, want)
+	}
+	if len(got) != 6 {
+		t.Fatalf("%d callbacks, want 6", len(got))
+	}
+	check := func(i int, kind string, prompts, contexts []string, has []bool, model string) {
+		t.Helper()
+		c := got[i]
+		if c.Kind != kind || fmt.Sprint(c.Prompts) != fmt.Sprint(prompts) || fmt.Sprint(c.Contexts) != fmt.Sprint(contexts) ||
+			fmt.Sprint(c.HasContext) != fmt.Sprint(has) || c.Model != model {
+			t.Errorf("callback %d = %v", i, c)
+		}
+	}
+	check(0, "llm_query", []string{"hello"}, nil, nil, "small")
+	check(1, "llm_query", []string{"p1", "p2", "p3"}, nil, nil, "")
+	check(2, "rlm_query", []string{"task one"}, []string{"the big context"}, []bool{true}, "")
+	check(3, "rlm_query", []string{"task two"}, []string{`{"k": [1]}`}, []bool{true}, "")
+	check(4, "rlm_query", []string{"t1", "t2"}, []string{"c1", "the big context"}, []bool{true, true}, "")
+}
+
+func TestNoCallbackConfigured(t *testing.T) {
+	p := start(t, Config{})
+	res := run(t, p, "llm_query('x')")
+	if res.ExitCode != 1 || res.Error != "LLMQueryError: llm_query is not available: this session has no LLM configured" {
+		t.Fatalf("exit %d error %q", res.ExitCode, res.Error)
+	}
+	// rlm_query without any context: has_context false
+	var c *proto.Callback
+	runT(t, p, "rlm_query('t')", 10*time.Second, func(_ context.Context, cb *proto.Callback) ([]string, error) {
+		c = cb
+		return []string{"r"}, nil
+	})
+	if c == nil || len(c.HasContext) != 1 || c.HasContext[0] {
+		t.Fatalf("callback %v", c)
+	}
+}
+
+func TestCallbackFromThreadsAndWrongCount(t *testing.T) {
+	p := start(t, Config{})
+	var n sync.Mutex
+	calls := 0
+	cb := func(_ context.Context, c *proto.Callback) ([]string, error) {
+		n.Lock()
+		calls++
+		n.Unlock()
+		if c.Prompts[0] == "short" {
+			return nil, nil
+		}
+		return []string{"r-" + c.Prompts[0]}, nil
+	}
+	res := runT(t, p, `import threading
+out = {}
+def w(i):
+    out[i] = llm_query(str(i))
+ts = [threading.Thread(target=w, args=(i,)) for i in range(8)]
+for t in ts: t.start()
+for t in ts: t.join()
+print(sorted(out.values()))
+try:
+    llm_query("short")
+except LLMQueryError as e:
+    print("E", e)`, 30*time.Second, cb)
+	want := "['r-0', 'r-1', 'r-2', 'r-3', 'r-4', 'r-5', 'r-6', 'r-7']\nE llm_query: the host returned 0 results for 1 prompts\n"
+	if string(res.Stdout) != want || calls != 9 {
+		t.Fatalf("calls %d stdout %q stderr %q", calls, res.Stdout, res.Stderr)
+	}
+}
+
+func TestTimeoutInterruptKeepsState(t *testing.T) {
+	p := start(t, Config{})
+	ok(t, p, "before = 'kept'")
+	pid := p.Pid()
+	t0 := time.Now()
+	res := runT(t, p, "import time\ntime.sleep(30)", 300*time.Millisecond, nil)
+	if el := time.Since(t0); el > 10*time.Second {
+		t.Fatalf("timeout took %v", el)
+	}
+	if res.EndedBy != proto.EndedBy_TIMEOUT || res.StateLost || !strings.Contains(res.Error, "timeout") {
+		t.Fatalf("ended %v lost %v error %q", res.EndedBy, res.StateLost, res.Error)
+	}
+	if !strings.Contains(string(res.Stderr), "KeyboardInterrupt") {
+		t.Errorf("stderr %q", res.Stderr)
+	}
+	if p.Pid() != pid {
+		t.Fatal("the interpreter was restarted")
+	}
+	if res := ok(t, p, "print(before)"); string(res.Stdout) != "kept\n" {
+		t.Fatalf("state: %q", res.Stdout)
+	}
+}
+
+func TestTimeoutHardKillRestarts(t *testing.T) {
+	p := start(t, Config{Grace: 300 * time.Millisecond, Context: &proto.Context{Data: []byte("ctx survives")}})
+	ok(t, p, "before = 1")
+	pid := p.Pid()
+	res := runT(t, p, `import time
+print("looping", flush=True)
+while True:
+    try:
+        time.sleep(1)
+    except KeyboardInterrupt:
+        pass`, 200*time.Millisecond, nil)
+	if res.EndedBy != proto.EndedBy_TIMEOUT || !res.StateLost || res.Signal != "SIGKILL" {
+		t.Fatalf("ended %v lost %v signal %q error %q", res.EndedBy, res.StateLost, res.Signal, res.Error)
+	}
+	if string(res.Stdout) != "looping\n" {
+		t.Errorf("stdout %q", res.Stdout)
+	}
+	if p.Pid() == pid || processAlive(pid) {
+		t.Fatalf("old driver %d still there (new %d)", pid, p.Pid())
+	}
+	if found, _ := variable(t, p, "before"); found {
+		t.Error("state should be lost")
+	}
+	if res := ok(t, p, "print(context)"); string(res.Stdout) != "ctx survives\n" {
+		t.Fatalf("context after restart %q", res.Stdout)
+	}
+}
+
+func TestTimeoutIgnoringSIGINT(t *testing.T) {
+	p := start(t, Config{Grace: 200 * time.Millisecond})
+	res := runT(t, p, "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(30)", 200*time.Millisecond, nil)
+	if res.EndedBy != proto.EndedBy_TIMEOUT || !res.StateLost {
+		t.Fatalf("ended %v lost %v error %q", res.EndedBy, res.StateLost, res.Error)
+	}
+	ok(t, p, "pass")
+}
+
+func TestDriverKilledExternally(t *testing.T) {
+	p := start(t, Config{})
+	pid := p.Pid()
+	type out struct {
+		res *proto.Result
+		err error
+	}
+	ch := make(chan out, 1)
+	go func() {
+		r, err := p.Execute(context.Background(), "import time\nprint('started', flush=True)\ntime.sleep(60)", 0, nil)
+		ch <- out{r, err}
+	}()
+	waitFor(t, hasChildThreadsSleeping(pid))
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var o out
+	select {
+	case o = <-ch:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Execute hangs after the driver was killed")
+	}
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	r := o.res
+	if r.EndedBy != proto.EndedBy_CRASHED || !r.StateLost || r.Signal != "SIGKILL" || !strings.Contains(r.Error, "died") {
+		t.Fatalf("ended %v lost %v signal %q error %q", r.EndedBy, r.StateLost, r.Signal, r.Error)
+	}
+	if res := ok(t, p, "print(2+2)"); string(res.Stdout) != "4\n" {
+		t.Fatalf("after crash: %q", res.Stdout)
+	}
+}
+
+func TestOsExitCrash(t *testing.T) {
+	p := start(t, Config{})
+	res := run(t, p, "import os\nprint('bye', flush=True)\nos._exit(5)")
+	if res.EndedBy != proto.EndedBy_CRASHED || res.ExitCode != 5 || !res.StateLost || string(res.Stdout) != "bye\n" {
+		t.Fatalf("ended %v exit %d lost %v stdout %q error %q", res.EndedBy, res.ExitCode, res.StateLost, res.Stdout, res.Error)
+	}
+	ok(t, p, "pass")
+}
+
+func TestForkedChildDoesNotSpeak(t *testing.T) {
+	p := start(t, Config{})
+	res := ok(t, p, "import os\npid = os.fork()\nif pid == 0:\n    print('child')\nelse:\n    os.waitpid(pid, 0)\n    print('parent')")
+	if got := string(res.Stdout); got != "child\nparent\n" {
+		t.Fatalf("stdout %q", got)
+	}
+	if res := ok(t, p, "print('next')"); string(res.Stdout) != "next\n" {
+		t.Fatalf("next %q", res.Stdout)
+	}
+}
+
+func TestBackgroundChildrenKilledAtClose(t *testing.T) {
+	p := start(t, Config{})
+	res := ok(t, p, `import subprocess, os
+a = subprocess.Popen(['sleep', '300'])
+b = subprocess.Popen(['sleep', '301'], start_new_session=True)
+os.system('sleep 302 &')
+os.system('setsid sleep 303 &')
+print(a.pid, b.pid)`)
+	var pa, pb int
+	if _, err := fmt.Sscan(string(res.Stdout), &pa, &pb); err != nil {
+		t.Fatal(err)
+	}
+	others := sleepers(t, "302", "303")
+	pids := append([]int{pa, pb}, others...)
+	for _, pid := range pids {
+		if !processAlive(pid) {
+			t.Fatalf("sleeper %d not running", pid)
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+			t.Errorf("process %d survived Close: %s", pid, procStat(pid))
+		}
+	}
+	if _, err := p.Execute(context.Background(), "pass", 0, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Execute after Close: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+}
+
+func TestBackgroundChildrenKilledAtHardKill(t *testing.T) {
+	p := start(t, Config{Grace: 100 * time.Millisecond})
+	res := runT(t, p, `import subprocess, signal, time
+a = subprocess.Popen(['sleep', '300'], start_new_session=True)
+print(a.pid, flush=True)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+time.sleep(30)`, 300*time.Millisecond, nil)
+	var pa int
+	if _, err := fmt.Sscan(string(res.Stdout), &pa); err != nil {
+		t.Fatalf("%v: %q", err, res.Stdout)
+	}
+	if !res.StateLost {
+		t.Fatal("no hard kill")
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pa)); err == nil {
+		t.Errorf("setsid child %d survived the hard kill", pa)
+	}
+}
+
+func TestOutputCap(t *testing.T) {
+	p := start(t, Config{MaxOutputBytes: 1000})
+	res := ok(t, p, "import sys\nsys.stdout.write('A' * 100 + 'x' * (10 * 1024 * 1024 - 200) + 'Z' * 100)\nprint('e' * 3000, file=sys.stderr)")
+	total := int64(10 * 1024 * 1024)
+	if res.StdoutOmitted != total-1000 {
+		t.Fatalf("omitted %d want %d", res.StdoutOmitted, total-1000)
+	}
+	notice := omissionNotice(total - 1000)
+	if len(res.Stdout) != 1000+len(notice) || !bytes.HasPrefix(res.Stdout, bytes.Repeat([]byte("A"), 100)) ||
+		!bytes.HasSuffix(res.Stdout, bytes.Repeat([]byte("Z"), 100)) || !bytes.Contains(res.Stdout, []byte(notice)) {
+		t.Fatalf("stdout %d bytes: %q...", len(res.Stdout), res.Stdout[:120])
+	}
+	if res.StderrOmitted != 3001-1000 {
+		t.Fatalf("stderr omitted %d", res.StderrOmitted)
+	}
+	// under the cap: untouched
+	if res := ok(t, p, "print('x' * 998)"); res.StdoutOmitted != 0 || len(res.Stdout) != 999 {
+		t.Fatalf("small output %d %d", len(res.Stdout), res.StdoutOmitted)
+	}
+}
+
+func TestCaptureUnits(t *testing.T) {
+	c := newCapture(10)
+	for _, s := range []string{"0123", "456789ab", "cdefghij", "k"} {
+		c.write([]byte(s))
+	}
+	got, om := c.bytes()
+	if want := "01234" + omissionNotice(11) + "ghijk"; string(got) != want || om != 11 {
+		t.Fatalf("got %q %d", got, om)
+	}
+	// multi-byte characters are not split at the cut
+	c = newCapture(8)
+	c.write([]byte("aaéé" + strings.Repeat("-", 20) + "ééb"))
+	got, _ = c.bytes()
+	if !strings.HasPrefix(string(got), "aaé\n") || !strings.HasSuffix(string(got), "\néb") {
+		t.Fatalf("utf8 cut: %q", got)
+	}
+}
+
+func TestMarkerSplitAcrossReads(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStream(r, 1<<20)
+	m := []byte("\x1e<rlm-cell-end:abc>\x1e")
+	s.arm(m)
+	// write byte by byte: every split point of the marker
+	data := append(append([]byte("hello \x1e<rlm-cell-"), m...), "next"...)
+	for i := range data {
+		s.feed(data[i : i+1])
+	}
+	c := <-s.done
+	if got, _ := c.bytes(); string(got) != "hello \x1e<rlm-cell-" {
+		t.Fatalf("cell output %q", got)
+	}
+	w.Close()
+	<-s.eof
+	if got, _ := s.take().bytes(); string(got) != "next" {
+		t.Fatalf("after marker %q", got)
+	}
+}
+
+func TestInterruptFromAnotherGoroutine(t *testing.T) {
+	p := start(t, Config{})
+	ok(t, p, "v = 'still here'")
+	if err := p.Interrupt(); err != nil { // nothing running: no effect
+		t.Fatal(err)
+	}
+	pid := p.Pid()
+	ch := make(chan *proto.Result, 1)
+	go func() {
+		ch <- runT(t, p, "import time\nprint('go', flush=True)\ntime.sleep(60)", 0, nil)
+	}()
+	waitFor(t, hasChildThreadsSleeping(pid))
+	if err := p.Interrupt(); err != nil {
+		t.Fatal(err)
+	}
+	res := <-ch
+	if res.EndedBy != proto.EndedBy_CANCELLED || res.StateLost || string(res.Stdout) != "go\n" {
+		t.Fatalf("ended %v lost %v stdout %q error %q", res.EndedBy, res.StateLost, res.Stdout, res.Error)
+	}
+	if res := ok(t, p, "print(v)"); string(res.Stdout) != "still here\n" {
+		t.Fatalf("%q", res.Stdout)
+	}
+}
+
+func TestContextCancel(t *testing.T) {
+	p := start(t, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	pid := p.Pid()
+	go func() {
+		waitFor(t, hasChildThreadsSleeping(pid))
+		cancel()
+	}()
+	res, err := p.Execute(ctx, "import time\ntime.sleep(60)", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.EndedBy != proto.EndedBy_CANCELLED || res.StateLost {
+		t.Fatalf("ended %v lost %v", res.EndedBy, res.StateLost)
+	}
+}
+
+func TestTimeoutDuringCallbackCancelsIt(t *testing.T) {
+	p := start(t, Config{})
+	res := runT(t, p, "x = 5\ntry:\n    llm_query('slow')\nexcept LLMQueryError as e:\n    print('E', e)", 300*time.Millisecond,
+		func(ctx context.Context, _ *proto.Callback) ([]string, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+	// the interrupt is raised after the callback returns, so the cell sees
+	// KeyboardInterrupt rather than the callback's error
+	if res.EndedBy != proto.EndedBy_TIMEOUT || res.StateLost || !strings.Contains(string(res.Stderr), "KeyboardInterrupt") {
+		t.Fatalf("ended %v lost %v stdout %q stderr %q", res.EndedBy, res.StateLost, res.Stdout, res.Stderr)
+	}
+	if found, js := variable(t, p, "x"); !found || js != "5" {
+		t.Fatal("state lost")
+	}
+}
+
+func TestHelpers(t *testing.T) {
+	p := start(t, Config{Context: &proto.Context{Data: []byte("alpha beta gamma beta delta"), Kind: "text"}})
+	res := ok(t, p, `print(chunk_text("abcdefghij", size=4, overlap=1))
+print(chunk_text("", 4, 1), chunk_text("abc", 4, 1))
+for bad in [(4, 4), (0, 0), (4, -1)]:
+    try:
+        chunk_text("x", *bad)
+    except ValueError as e:
+        print("ValueError")
+r = search_context(r"beta", window=3)
+print([(m["match"], m["start"], m["end"], m["snippet"]) for m in r])
+print(len(search_context("zzz")), len(search_context("a", max_results=2)))
+mine = [1]
+v = SHOW_VARS()`)
+	want := "['abcd', 'defg', 'ghij']\n[] ['abc']\nValueError\nValueError\nValueError\n" +
+		"[('beta', 6, 10, 'ha beta ga'), ('beta', 17, 21, 'ma beta de')]\n0 2\ncontext: str\nbad: tuple\nr: list\nmine: list\n"
+	if string(res.Stdout) != want {
+		t.Fatalf("stdout %q\nwant   %q", res.Stdout, want)
+	}
+	// JSON contexts are searched as their JSON text
+	p2 := start(t, Config{Context: &proto.Context{Data: []byte(`{"k": "needle"}`), Kind: "json"}})
+	if res := ok(t, p2, `print(search_context("needle")[0]["start"])`); string(res.Stdout) != "7\n" {
+		t.Fatalf("json search %q", res.Stdout)
+	}
+}
+
+func TestNoAutoPrintAndPickleMain(t *testing.T) {
+	p := start(t, Config{})
+	if res := ok(t, p, "1 + 1"); len(res.Stdout) != 0 {
+		t.Fatalf("expression was printed: %q", res.Stdout)
+	}
+	res := ok(t, p, "import pickle\nclass P:\n    pass\nprint(type(pickle.loads(pickle.dumps(P()))).__name__, __name__)")
+	if string(res.Stdout) != "P __main__\n" {
+		t.Fatalf("%q", res.Stdout)
+	}
+}
+
+func TestClosedStdoutStillEnds(t *testing.T) {
+	p := start(t, Config{})
+	res := ok(t, p, "import os, sys\nprint('a', flush=True)\nos.close(1)\nos.close(2)")
+	if string(res.Stdout) != "a\n" {
+		t.Fatalf("%q", res.Stdout)
+	}
+	ok(t, p, "x = 1")
+}
+
+// --- helpers -------------------------------------------------------------
+
+func processAlive(pid int) bool {
+	st := procStat(pid)
+	return st != "" && st != "Z"
+}
+
+// procStat returns the process state letter ("" when gone).
+func procStat(pid int) string {
+	pi, ok := readStat(pid)
+	if !ok {
+		return ""
+	}
+	return string(pi.state)
+}
+
+// hasChildThreadsSleeping reports whether the driver is blocked (state S)
+// inside a cell: it polls /proc, not the clock.
+func hasChildThreadsSleeping(pid int) func() bool {
+	return func() bool {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/wchan")
+		return err == nil && strings.Contains(string(b), "hrtimer")
+	}
+}
+
+func waitFor(tb testing.TB, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatal("condition not reached")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// sleepers finds running "sleep ARG" processes.
+func sleepers(tb testing.TB, args ...string) []int {
+	tb.Helper()
+	var out []int
+	for _, a := range args {
+		want := "sleep\x00" + a + "\x00"
+		var found int
+		waitFor(tb, func() bool {
+			for _, pid := range listPids() {
+				if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil && string(b) == want {
+					found = pid
+					return true
+				}
+			}
+			return false
+		})
+		out = append(out, found)
+	}
+	return out
+}
