@@ -48,7 +48,7 @@ func (c cleanupM) Run() int {
 func TestScripts(t *testing.T) {
 	dirs, _ := filepath.Glob("testdata/*")
 	for _, dir := range dirs {
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() || filepath.Base(dir) == "daemon" {
 			continue
 		}
 		t.Run(filepath.Base(dir), func(t *testing.T) {
@@ -56,6 +56,13 @@ func TestScripts(t *testing.T) {
 			testscript.Run(t, params(dir))
 		})
 	}
+}
+
+// TestDaemonScripts runs testdata/daemon after the other scripts, not
+// beside them: a daemon keeps rlm-plugin-python processes running, which
+// scripts that check by name that no plugin is left would see.
+func TestDaemonScripts(t *testing.T) {
+	testscript.Run(t, params("testdata/daemon"))
 }
 
 func params(dir string) testscript.Params {
@@ -71,6 +78,8 @@ func params(dir string) testscript.Params {
 			env.Setenv("XDG_CACHE_HOME", sharedCache)
 			env.Setenv("RLM_CONFIG", "")
 			env.Setenv("RLM_PLUGIN_PATH", "")
+			env.Setenv("RLM_DAEMON_SOCKET", "")
+			env.Defer(func() { stopDaemons(env.WorkDir) })
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -78,6 +87,11 @@ func params(dir string) testscript.Params {
 			"noprocs":    cmdNoProcs,
 			"filesize":   cmdFileSize,
 			"countlines": cmdCountLines,
+			// daemon scripts (daemon_cmds_test.go)
+			"daemonprocs": cmdDaemonProcs,
+			"killproc":    cmdKillProc,
+			"gone":        cmdGone,
+			"eventually":  cmdEventually,
 		},
 		Condition: func(cond string) (bool, error) {
 			return false, fmt.Errorf("unknown condition %q", cond)

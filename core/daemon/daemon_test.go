@@ -291,6 +291,26 @@ func TestClientThatDisappearsMidCellHasItsWorkerKilled(t *testing.T) {
 	}
 }
 
+func TestIdleWorkersThatDieAreReplaced(t *testing.T) {
+	r := startDaemon(t, 2)
+	poison := filepath.Join(filepath.Dir(r.socket), "poison")
+	if err := os.WriteFile(poison, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, r, "idle workers found dead", func(rs RuntimeStatus) bool { return rs.Workers.Crashed >= 2 })
+	os.Remove(poison)
+	waitFor(t, r, "pool refilled", func(rs RuntimeStatus) bool { return rs.Workers.Idle == 2 })
+	rt := dialFake(t, r)
+	s, err := rt.OpenSession(context.Background(), core.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if res, err := s.Execute(context.Background(), "echo fresh", 0); err != nil || res.Stdout != "fresh" {
+		t.Fatalf("a replacement worker: %+v %v", res, err)
+	}
+}
+
 func TestRunServedAsWarmCellOrProxied(t *testing.T) {
 	r := startDaemon(t, 1)
 	rt := dialFake(t, r)

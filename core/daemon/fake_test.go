@@ -34,7 +34,7 @@ func writeFakePlugin(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := fmt.Sprintf("#!/bin/sh\nRLM_FAKE_PLUGIN=1 exec %q \"$@\"\n", exe)
+	script := fmt.Sprintf("#!/bin/sh\nRLM_FAKE_PLUGIN=1 RLM_FAKE_DIR=%q exec %q \"$@\"\n", dir, exe)
 	if err := os.WriteFile(dir+"/rlm-plugin-fake", []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +50,10 @@ func writeFakePlugin(t *testing.T, dir string) {
 //	block            run until cancelled or the session ends
 //	crash            the session dies (the stream fails)
 //	live             print the number of sessions open in this process
+//
+// While a file named poison exists in $RLM_FAKE_DIR, every session dies at
+// its next variable read (as an idle worker's health check is), which is
+// how a test kills idle workers.
 //
 // Run answers "run:" + code, so a test sees whether Run was proxied.
 type fakeRuntime struct {
@@ -100,6 +104,9 @@ func (f *fakeRuntime) Session(s pb.Runtime_SessionServer) error {
 		case *pb.SessionRequest_Close:
 			return nil
 		case *pb.SessionRequest_GetVariable:
+			if _, err := os.Stat(os.Getenv("RLM_FAKE_DIR") + "/poison"); err == nil {
+				return status.Error(codes.Internal, "interpreter killed")
+			}
 			v, ok := vars[x.GetVariable.GetName()]
 			if err := s.Send(&pb.SessionResponse{Msg: &pb.SessionResponse_Variable{Variable: &pb.Variable{
 				Id: x.GetVariable.GetId(), Found: ok, Json: strconv.Quote(v)}}}); err != nil {

@@ -26,7 +26,8 @@
 //     session's, not a fresh workspace. Anything else is proxied to the
 //     plugin's own Run.
 //   - Run on other runtimes, Check and Info: proxied to a plugin process
-//     kept running per runtime (relaunched if it dies).
+//     kept running per runtime (relaunched if it dies). Sessions use a
+//     second process of the same plugin (see host).
 //
 // Every result says backend "daemon".
 package daemon
@@ -191,6 +192,9 @@ func (s *Server) Serve(ctx context.Context, ready func()) error {
 func (s *Server) warmUp(ctx context.Context) {
 	deadline := time.Now().Add(30 * time.Second)
 	for _, h := range s.hostList() {
+		if _, err := h.client(forRuns); err != nil {
+			s.logf("%s: %s", h.name, errText(err))
+		}
 		for h.pool != nil && time.Now().Before(deadline) && ctx.Err() == nil {
 			st := h.pool.Stats()
 			if st.Idle >= st.Size || st.Failed > 0 {
@@ -238,8 +242,14 @@ func (s *Server) host(name string) *host {
 	return h
 }
 
-// host serves one runtime: its plugin process and, when pooled, its warm
+// host serves one runtime: its plugin processes and, when pooled, its warm
 // sessions.
+//
+// Programs and sessions get a plugin process each. A plugin that runs a
+// program sweeps up the orphans it leaves (proctree.KillOrphans), which
+// would include the interpreters of sessions served by the same process;
+// two processes keep a Run from ever touching a session, and cost one idle
+// plugin.
 type host struct {
 	s        *Server
 	name     string
@@ -247,7 +257,7 @@ type host struct {
 	pool     *pool.Pool[*worker]
 
 	mu       sync.Mutex
-	plug     *plugin.Plugin
+	plugs    [2]*plugin.Plugin // by role
 	launches int
 	closed   bool
 
@@ -258,31 +268,38 @@ type host struct {
 	workersLost atomic.Int64 // workers that died while serving a client
 }
 
-// client returns the runtime's plugin client, launching the plugin if it
+// Plugin roles: one process for Run, Check and Info, one for sessions.
+const (
+	forRuns = iota
+	forSessions
+)
+
+// client returns the plugin client for role, launching the plugin if it
 // is not running (first use, or it died).
-func (h *host) client() (pb.RuntimeClient, error) {
+func (h *host) client(role int) (pb.RuntimeClient, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return nil, status.Error(codes.Unavailable, "the daemon is stopping")
 	}
-	if h.plug != nil && !h.plug.Exited() {
-		return h.plug.Client, nil
+	p := h.plugs[role]
+	if p != nil && !p.Exited() {
+		return p.Client, nil
 	}
-	if h.plug != nil {
+	if p != nil {
 		h.s.logf("%s: plugin exited; starting it again", h.name)
-		h.plug.Kill()
-		h.plug = nil
+		p.Kill()
+		h.plugs[role] = nil
 	}
 	path, err := h.s.cfg.Plugins.Find(h.name)
 	if err != nil {
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
-	p, err := plugin.Launch(path)
+	p, err = plugin.Launch(path)
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
-	h.plug = p
+	h.plugs[role] = p
 	h.launches++
 	return p.Client, nil
 }
@@ -291,7 +308,7 @@ func (h *host) client() (pb.RuntimeClient, error) {
 func (h *host) openWarm(ctx context.Context) (*worker, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := h.client()
+	c, err := h.client(forSessions)
 	if err != nil {
 		return nil, errors.New(errText(err))
 	}
@@ -299,7 +316,23 @@ func (h *host) openWarm(ctx context.Context) (*worker, error) {
 	if err != nil {
 		return nil, errors.New(errText(err))
 	}
+	w.probeIdle()
 	return w, nil
+}
+
+// warmWorker takes a worker from the pool, skipping any that died between
+// its last health check and now.
+func (h *host) warmWorker(ctx context.Context) (*worker, error) {
+	for {
+		w, err := h.pool.Get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := w.claim(); err == nil {
+			return w, nil
+		}
+		w.Close()
+	}
 }
 
 // warmFits reports whether a warm worker can serve a session opened with
@@ -339,9 +372,11 @@ func (h *host) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
-	if h.plug != nil {
-		h.plug.Kill()
-		h.plug = nil
+	for i, p := range h.plugs {
+		if p != nil {
+			p.Kill()
+			h.plugs[i] = nil
+		}
 	}
 }
 
@@ -359,7 +394,10 @@ type RuntimeStatus struct {
 	WarmRuns     int64 `json:"warm_runs"`
 	// WorkersLost counts workers that died while serving a client (the
 	// client got an error).
-	WorkersLost   int64  `json:"workers_lost"`
+	WorkersLost int64 `json:"workers_lost"`
+	// PluginRunning: a plugin process for this runtime is up; PluginStarts
+	// counts launches (two processes per runtime, one for programs and one
+	// for sessions; more when one died and was started again).
 	PluginRunning bool   `json:"plugin_running"`
 	PluginStarts  int    `json:"plugin_starts"`
 	PluginPath    string `json:"plugin_path,omitempty"`
@@ -393,9 +431,11 @@ func (s *Server) Status() Status {
 		}
 		h.mu.Lock()
 		rs.PluginStarts = h.launches
-		if h.plug != nil {
-			rs.PluginRunning = !h.plug.Exited()
-			rs.PluginPath = h.plug.Path
+		for _, p := range h.plugs {
+			if p != nil && !p.Exited() {
+				rs.PluginRunning = true
+				rs.PluginPath = p.Path
+			}
 		}
 		h.mu.Unlock()
 		st.Runtimes = append(st.Runtimes, rs)
@@ -426,7 +466,7 @@ func (r *runtimeService) Info(ctx context.Context, req *pb.InfoRequest) (*pb.Inf
 	if err != nil {
 		return nil, err
 	}
-	c, err := h.client()
+	c, err := h.client(forRuns)
 	if err != nil {
 		return nil, err
 	}
@@ -443,7 +483,7 @@ func (r *runtimeService) Check(ctx context.Context, req *pb.CheckRequest) (*pb.C
 	if err != nil {
 		return nil, err
 	}
-	c, err := h.client()
+	c, err := h.client(forRuns)
 	if err != nil {
 		return nil, err
 	}
@@ -457,7 +497,7 @@ func (r *runtimeService) Run(ctx context.Context, req *pb.RunRequest) (*pb.Resul
 	}
 	h.runs.Add(1)
 	if h.warmRunnable(req) {
-		if w, err := h.pool.Get(ctx); err == nil {
+		if w, err := h.warmWorker(ctx); err == nil {
 			defer w.Close()
 			res, err := w.runCell(ctx, req.GetCode(), time.Duration(req.GetLimits().GetWallMs())*time.Millisecond)
 			if err != nil {
@@ -473,7 +513,7 @@ func (r *runtimeService) Run(ctx context.Context, req *pb.RunRequest) (*pb.Resul
 		// No warm worker could be had (the runtime's sessions are
 		// failing): the plugin's own Run still works.
 	}
-	c, err := h.client()
+	c, err := h.client(forRuns)
 	if err != nil {
 		return nil, err
 	}
@@ -504,10 +544,10 @@ func (r *runtimeService) Session(cs pb.Runtime_SessionServer) error {
 	var w *worker
 	warm := h.warmFits(open)
 	if warm {
-		w, err = h.pool.Get(ctx)
+		w, err = h.warmWorker(ctx)
 	} else {
 		var c pb.RuntimeClient
-		if c, err = h.client(); err == nil {
+		if c, err = h.client(forSessions); err == nil {
 			w, err = openWorker(ctx, c, open)
 		}
 	}

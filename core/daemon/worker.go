@@ -25,6 +25,11 @@ type worker struct {
 
 	sendMu sync.Mutex
 	once   sync.Once
+
+	// The idle prober runs until claim; see probeIdle.
+	stopProbe chan struct{}
+	probeDone chan struct{}
+	probeID   uint64
 }
 
 var errWorkerClosed = errors.New("worker closed")
@@ -70,6 +75,75 @@ func openWorker(ctx context.Context, c pb.RuntimeClient, open *pb.OpenSession) (
 	}
 	go w.read()
 	return w, nil
+}
+
+// probeInterval is how often an idle worker is asked whether its
+// interpreter is still there.
+const probeInterval = 500 * time.Millisecond
+
+// probeIdle checks, while the worker waits in the pool, that its
+// interpreter still answers: a plugin only notices a dead interpreter at
+// the next request, and a client must never get a worker whose first cell
+// fails for that. A failed or unanswered probe ends the worker, so the
+// pool replaces it (and counts it as crashed). claim stops the prober
+// before the worker is used.
+func (w *worker) probeIdle() {
+	w.stopProbe = make(chan struct{})
+	w.probeDone = make(chan struct{})
+	go func() {
+		defer close(w.probeDone)
+		t := time.NewTicker(probeInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.stopProbe:
+				return
+			case <-w.done:
+				return
+			case <-t.C:
+			}
+			if err := w.probe(); err != nil {
+				w.end(fmt.Errorf("idle worker failed its health check: %w", err))
+				return
+			}
+		}
+	}()
+}
+
+// probe reads a variable that every session has (none at all is fine: the
+// answer, not its content, shows the interpreter is alive).
+func (w *worker) probe() error {
+	w.probeID++
+	id := 1<<62 + w.probeID
+	if err := w.send(&pb.SessionRequest{Msg: &pb.SessionRequest_GetVariable{GetVariable: &pb.GetVariable{
+		Id: id, Name: "__name__"}}}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		m, err := w.next(ctx)
+		if err != nil {
+			return err
+		}
+		if v := m.GetVariable(); v != nil && v.GetId() == id {
+			if v.GetError() != "" {
+				return errors.New(v.GetError())
+			}
+			return nil
+		}
+	}
+}
+
+// claim stops the idle prober (waiting for a probe in flight) so that the
+// new owner has the stream to itself.
+func (w *worker) claim() error {
+	if w.stopProbe != nil {
+		close(w.stopProbe)
+		<-w.probeDone
+		w.stopProbe = nil
+	}
+	return w.Err()
 }
 
 // recvError is the real reason behind a failed Send: gRPC reports io.EOF
