@@ -70,6 +70,23 @@ func cmdKillProc(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Fatalf("killproc: no running process in %s matches %q", args[0], args[1])
 }
 
+// signalpid SIGNAL PIDFILE sends SIGNAL (TERM, INT, HUP or KILL) to the
+// process whose pid PIDFILE holds (testscript's kill knows INT and KILL
+// only, and only for its own background commands).
+func cmdSignalPID(ts *testscript.TestScript, neg bool, args []string) {
+	sigs := map[string]syscall.Signal{"TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "HUP": syscall.SIGHUP, "KILL": syscall.SIGKILL}
+	if neg || len(args) != 2 || sigs[args[0]] == 0 {
+		ts.Fatalf("usage: signalpid TERM|INT|HUP|KILL PIDFILE")
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(ts.ReadFile(args[1])))
+	if err != nil || pid <= 0 {
+		ts.Fatalf("signalpid: %s holds no pid", args[1])
+	}
+	if err := syscall.Kill(pid, sigs[args[0]]); err != nil {
+		ts.Fatalf("signalpid: %v", err)
+	}
+}
+
 // gone FILE waits up to 5 s until no process listed in FILE is running
 // (a zombie counts as gone: it holds no resources but its pid).
 func cmdGone(ts *testscript.TestScript, neg bool, args []string) {
@@ -180,9 +197,10 @@ func cmdline(pid int) string {
 	}, string(b))
 }
 
-// stopDaemons kills any daemon a script left running (a script that failed
-// before its `rlm daemon stop`), with everything under it: every pid file
-// in the work directory and ~/.rlm whose daemon still holds it.
+// stopDaemons stops any daemon a script left running (a script that failed
+// before its `rlm daemon stop`): every pid file in the work directory and
+// ~/.rlm whose daemon still runs gets SIGTERM, which drains and kills its
+// plugins and workers, and SIGKILL if it has not exited within 10 s.
 func stopDaemons(workDir string) {
 	files, _ := filepath.Glob(filepath.Join(workDir, "*.pid"))
 	more, _ := filepath.Glob(filepath.Join(workDir, "home", ".rlm", "*.pid"))
@@ -195,8 +213,13 @@ func stopDaemons(workDir string) {
 		if err != nil || pid <= 0 || !strings.Contains(cmdline(pid), " daemon") {
 			continue
 		}
-		// The daemon's plugins and interpreters die with it (parent-death
-		// signal), so killing the daemon is enough.
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		p := listedProc{pid, cmdline(pid)}
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		for deadline := time.Now().Add(10 * time.Second); p.alive() && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if p.alive() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }

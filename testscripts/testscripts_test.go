@@ -91,6 +91,7 @@ func params(dir string) testscript.Params {
 			"daemonprocs": cmdDaemonProcs,
 			"killproc":    cmdKillProc,
 			"gone":        cmdGone,
+			"signalpid":   cmdSignalPID,
 			"eventually":  cmdEventually,
 		},
 		Condition: func(cond string) (bool, error) {

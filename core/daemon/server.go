@@ -508,6 +508,11 @@ func (r *runtimeService) Run(ctx context.Context, req *pb.RunRequest) (*pb.Resul
 			}
 			h.warmRuns.Add(1)
 			res.Backend = BackendName
+			res.StateLost = false // the worker is discarded: no state to lose
+			if res.GetEndedBy() == pb.EndedBy_TIMEOUT {
+				// Say it as a program run does, not as a cell would.
+				res.Error = fmt.Sprintf("timed out after %s", time.Duration(req.GetLimits().GetWallMs())*time.Millisecond)
+			}
 			return res, nil
 		}
 		// No warm worker could be had (the runtime's sessions are
