@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -55,13 +56,57 @@ func ping(ctx context.Context, conn *grpc.ClientConn, timeout time.Duration) err
 }
 
 // Alive reports whether a daemon answers on socket within PingTimeout.
+//
+// The auto backend calls Alive and then Dial; the connection Alive proved
+// is kept for a Dial that follows within a second, so a command connects
+// and pings once, not twice.
 func Alive(ctx context.Context, socket string) bool {
+	if socket == "" {
+		socket = DefaultSocket()
+	}
 	conn, err := connect(socket)
 	if err != nil {
 		return false
 	}
-	defer conn.Close()
-	return ping(ctx, conn, PingTimeout) == nil
+	if ping(ctx, conn, PingTimeout) != nil {
+		conn.Close()
+		return false
+	}
+	proven.put(socket, conn)
+	return true
+}
+
+// proven holds the last connection Alive proved.
+var proven provenConn
+
+type provenConn struct {
+	mu     sync.Mutex
+	socket string
+	conn   *grpc.ClientConn
+	at     time.Time
+}
+
+func (p *provenConn) put(socket string, conn *grpc.ClientConn) {
+	p.mu.Lock()
+	old := p.conn
+	p.socket, p.conn, p.at = socket, conn, time.Now()
+	p.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+}
+
+// take returns the proven connection to socket if it is fresh; the caller
+// owns it.
+func (p *provenConn) take(socket string) *grpc.ClientConn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.conn
+	if c == nil || p.socket != socket || time.Since(p.at) > time.Second {
+		return nil
+	}
+	p.conn = nil
+	return c
 }
 
 // Dial connects to the daemon on socket ("" for the default) for runtime.
@@ -70,13 +115,16 @@ func Dial(ctx context.Context, socket, runtime string) (*core.Runtime, error) {
 	if socket == "" {
 		socket = DefaultSocket()
 	}
-	conn, err := connect(socket)
-	if err != nil {
-		return nil, &NotRunningError{Socket: socket, Err: err}
-	}
-	if err := ping(ctx, conn, time.Second); err != nil {
-		conn.Close()
-		return nil, &NotRunningError{Socket: socket, Err: err}
+	conn := proven.take(socket)
+	if conn == nil {
+		var err error
+		if conn, err = connect(socket); err != nil {
+			return nil, &NotRunningError{Socket: socket, Err: err}
+		}
+		if err := ping(ctx, conn, time.Second); err != nil {
+			conn.Close()
+			return nil, &NotRunningError{Socket: socket, Err: err}
+		}
 	}
 	return core.NewRuntime(runtime, BackendName, pb.NewRuntimeClient(conn), func() { conn.Close() }), nil
 }

@@ -19,6 +19,10 @@ func pipeName(string) (string, bool) { return "", false }
 // tightened if it is ~/.rlm), the socket itself 0600. The caller has made
 // sure no live daemon owns an existing socket file.
 func listen(socket string) (net.Listener, error) {
+	// sun_path holds 108 bytes on Linux, 104 on macOS, with a final NUL.
+	if len(socket) > 103 {
+		return nil, fmt.Errorf("the socket path is %d bytes, more than Unix sockets allow (103): choose a shorter one with --socket", len(socket))
+	}
 	dir := filepath.Dir(socket)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cannot create the socket's directory: %w", err)
