@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -128,6 +129,10 @@ func (o *Options) resolve() (daemon.Config, error) {
 		}
 	}
 	dc.Socket = daemon.PathsFor(dc.Socket).Socket
+	if abs, err := filepath.Abs(dc.Socket); err == nil && !strings.HasPrefix(dc.Socket, `\\`) {
+		// The detached daemon and later clients may run elsewhere.
+		dc.Socket = abs
+	}
 	return dc, nil
 }
 
@@ -244,7 +249,7 @@ func runStatus(ctx context.Context, o *Options) error {
 			_ = writeJSON(o.F.IO.Out, map[string]any{"running": false, "socket": dc.Socket})
 			return cmdutil.Exit(cmdutil.ExitFailure)
 		}
-		return &cmdutil.ExitError{Code: cmdutil.ExitFailure, Err: fmt.Errorf("not running: %w", err)}
+		return &cmdutil.ExitError{Code: cmdutil.ExitFailure, Err: err}
 	}
 	if err != nil {
 		return err
