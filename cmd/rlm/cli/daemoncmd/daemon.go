@@ -34,9 +34,25 @@ type Options struct {
 	Changed  func(name string) bool
 }
 
-// NewCmd builds `rlm daemon` and its subcommands.
-func NewCmd(f *cmdutil.Factory) *cobra.Command {
+// Actions of the daemon command, as passed to runF.
+const (
+	Foreground = "foreground"
+	Start      = "start"
+	Stop       = "stop"
+	Status     = "status"
+)
+
+// NewCmd builds `rlm daemon` and its subcommands; runF, when not nil,
+// replaces the run functions (tests).
+func NewCmd(f *cmdutil.Factory, runF func(o *Options, action string) error) *cobra.Command {
 	o := &Options{F: f}
+	run := func(cmd *cobra.Command, action string, real func(context.Context, *Options) error) error {
+		o.Changed = cmd.Flags().Changed
+		if runF != nil {
+			return runF(o, action)
+		}
+		return real(cmd.Context(), o)
+	}
 	cmd := &cobra.Command{
 		Use:   "daemon",
 		Short: "Keep warm runtime workers behind a socket (foreground; see start, stop, status)",
@@ -54,10 +70,7 @@ stop' drains running requests and exits, removing the socket and pid file.`,
   rlm daemon status --json
   rlm daemon stop`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Changed = cmd.Flags().Changed
-			return runForeground(cmd.Context(), o)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd, Foreground, runForeground) },
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&o.Socket, "socket", "", "socket path (default from config: ~/.rlm/daemon.sock)")
@@ -68,29 +81,20 @@ stop' drains running requests and exits, removing the socket and pid file.`,
 		Use:   "start",
 		Short: "Start the daemon in the background and wait until it is ready",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Changed = cmd.Flags().Changed
-			return runStart(cmd.Context(), o)
-		},
+		RunE:  func(cmd *cobra.Command, _ []string) error { return run(cmd, Start, runStart) },
 	}
 	start.Flags().DurationVar(&o.Wait, "wait", 60*time.Second, "how long to wait for the daemon to be ready")
 	stop := &cobra.Command{
 		Use:   "stop",
 		Short: "Stop the daemon gracefully and wait until it has exited",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Changed = cmd.Flags().Changed
-			return runStop(cmd.Context(), o)
-		},
+		RunE:  func(cmd *cobra.Command, _ []string) error { return run(cmd, Stop, runStop) },
 	}
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Show the daemon's pid, uptime, socket and per-runtime workers",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Changed = cmd.Flags().Changed
-			return runStatus(cmd.Context(), o)
-		},
+		RunE:  func(cmd *cobra.Command, _ []string) error { return run(cmd, Status, runStatus) },
 	}
 	status.Flags().BoolVar(&o.JSON, "json", false, "print the status as JSON")
 	cmd.AddCommand(start, stop, status)

@@ -40,7 +40,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 		pluginscmd.NewCmd(f),
 		versioncmd.NewCmd(f),
 		configcmd.NewCmd(f),
-		daemoncmd.NewCmd(f),
+		daemoncmd.NewCmd(f, nil),
 	)
 	return cmd
 }
