@@ -112,14 +112,14 @@ func BenchmarkDaemonCell(b *testing.B) {
 		return ds
 	}
 	var openD, openP []time.Duration
-	for i := 0; i < 5; i++ {
+	for i := 0; i < 10; i++ {
 		s, d := open(viaDaemon)
 		openD = append(openD, d)
 		s.Close()
 		s, d = open(direct)
 		openP = append(openP, d)
 		s.Close()
-		time.Sleep(150 * time.Millisecond) // the pool refills
+		time.Sleep(500 * time.Millisecond) // the pool refills
 	}
 	sd, _ := open(viaDaemon)
 	defer sd.Close()

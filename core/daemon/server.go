@@ -234,12 +234,30 @@ func (s *Server) host(name string) *host {
 		return h
 	}
 	h := &host{s: s, name: name}
-	if slices.Contains(s.cfg.Runtimes, name) && s.cfg.Workers > 0 {
+	// A pooled runtime has its pool even at size 0, so SetWorkers can
+	// grow it later.
+	if slices.Contains(s.cfg.Runtimes, name) {
 		h.template = &pb.OpenSession{Runtime: name, Limits: &pb.Limits{MaxOutputBytes: s.cfg.MaxOutputBytes}}
 		h.pool = pool.New(h.openWarm, s.cfg.Workers)
 	}
 	s.hosts[name] = h
 	return h
+}
+
+// SetWorkers changes the number of warm workers kept per pooled runtime.
+// Idle workers above the new number are closed at once; new ones are
+// opened in the background.
+func (s *Server) SetWorkers(n int) {
+	s.mu.Lock()
+	old := s.cfg.Workers
+	s.cfg.Workers = max(n, 0)
+	s.mu.Unlock()
+	for _, h := range s.hostList() {
+		if h.pool != nil {
+			h.pool.SetSize(n)
+		}
+	}
+	s.logf("warm workers per runtime: %d -> %d", old, n)
 }
 
 // host serves one runtime: its plugin processes and, when pooled, its warm
@@ -338,11 +356,14 @@ func (h *host) warmWorker(ctx context.Context) (*worker, error) {
 // warmFits reports whether a warm worker can serve a session opened with
 // open: the same start-up state as the template.
 func (h *host) warmFits(open *pb.OpenSession) bool {
-	if h.pool == nil || open.GetContext() != nil || len(open.GetEnv()) > 0 {
+	if !h.pooled() || open.GetContext() != nil || len(open.GetEnv()) > 0 {
 		return false
 	}
 	return h.limitsFit(open.GetLimits())
 }
+
+// pooled reports whether the runtime keeps warm workers now.
+func (h *host) pooled() bool { return h.pool != nil && h.pool.Stats().Size > 0 }
 
 // limitsFit: everything but the wall limit (applied per cell) must match
 // the template; an unset output limit means the daemon's default.
@@ -360,7 +381,7 @@ func (h *host) limitsFit(l *pb.Limits) bool {
 
 // warmRunnable reports whether a Run can be served as a warm cell.
 func (h *host) warmRunnable(req *pb.RunRequest) bool {
-	return h.pool != nil && len(req.GetFiles()) == 0 && len(req.GetStdin()) == 0 &&
+	return h.pooled() && len(req.GetFiles()) == 0 && len(req.GetStdin()) == 0 &&
 		len(req.GetArgs()) == 0 && len(req.GetEnv()) == 0 && len(req.GetRequirements()) == 0 &&
 		req.GetContext() == nil && !req.GetReturnFiles() && h.limitsFit(req.GetLimits())
 }
@@ -417,8 +438,11 @@ type Status struct {
 func (s *Server) Status() Status {
 	st := Status{
 		PID: os.Getpid(), Started: s.started, Uptime: time.Since(s.started).Seconds(),
-		Socket: s.paths.Socket, Workers: s.cfg.Workers, Runtimes: []RuntimeStatus{},
+		Socket: s.paths.Socket, Runtimes: []RuntimeStatus{},
 	}
+	s.mu.Lock()
+	st.Workers = s.cfg.Workers
+	s.mu.Unlock()
 	for _, h := range s.hostList() {
 		rs := RuntimeStatus{
 			Name: h.name, Pooled: h.pool != nil,

@@ -10,15 +10,18 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
+	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/daemon"
 )
 
@@ -64,7 +67,9 @@ answers.
 
 Each warm session is handed to one client only and discarded afterwards;
 the daemon opens a replacement in the background. SIGTERM or 'rlm daemon
-stop' drains running requests and exits, removing the socket and pid file.`,
+stop' drains running requests and exits, removing the socket and pid file.
+SIGHUP re-reads [daemon] workers from the configuration and resizes the
+pools (idle workers above the new number are closed).`,
 		Example: `  rlm daemon start --workers 4
   rlm exec -c 'print(1)'          # served by the daemon
   rlm daemon status --json
@@ -147,12 +152,36 @@ func runForeground(ctx context.Context, o *Options) error {
 	}
 	dc.Log = o.F.IO.ErrOut
 	srv := daemon.New(dc)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			o.reloadWorkers(srv)
+		}
+	}()
 	err = srv.Serve(ctx, nil)
 	var ar *daemon.AlreadyRunningError
 	if errors.As(err, &ar) {
 		return &cmdutil.ExitError{Code: cmdutil.ExitFailure, Err: ar}
 	}
 	return err
+}
+
+// reloadWorkers re-reads the configuration (on SIGHUP) and applies its
+// [daemon] workers: the pools grow, or their idle workers above the new
+// number are closed. Other keys need a restart.
+func (o *Options) reloadWorkers(srv *daemon.Server) {
+	errOut := o.F.IO.ErrOut
+	file, err := config.Find(o.F.ConfigPath)
+	if err == nil {
+		var cfg config.Config
+		if cfg, err = config.Load(file); err == nil {
+			srv.SetWorkers(cfg.Daemon.Workers)
+			return
+		}
+	}
+	fmt.Fprintf(errOut, "%s rlm daemon: SIGHUP: configuration not reloaded: %v\n", time.Now().Format(time.RFC3339), err)
 }
 
 func runStart(ctx context.Context, o *Options) error {
@@ -169,8 +198,16 @@ func runStart(ctx context.Context, o *Options) error {
 		return fmt.Errorf("cannot find the rlm executable to start the daemon: %w", err)
 	}
 	// argv[0] is kept: a multi-call binary (and testscript) dispatches on it.
-	args := []string{os.Args[0], "daemon", "--socket", p.Socket,
-		"--workers", strconv.Itoa(dc.Workers), "--runtimes", strings.Join(dc.Runtimes, ",")}
+	// Only flags given here are passed on; the rest the daemon reads from
+	// the same configuration and environment, so that SIGHUP can re-read
+	// them.
+	args := []string{os.Args[0], "daemon", "--socket", p.Socket}
+	if o.Changed("workers") {
+		args = append(args, "--workers", strconv.Itoa(dc.Workers))
+	}
+	if o.Changed("runtimes") {
+		args = append(args, "--runtimes", strings.Join(dc.Runtimes, ","))
+	}
 	if o.F.ConfigPath != "" {
 		args = append(args, "--config", o.F.ConfigPath)
 	}
