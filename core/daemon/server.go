@@ -161,7 +161,10 @@ func (s *Server) Serve(ctx context.Context, ready func()) error {
 	registerAdmin(srv, s)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
-	s.logf("listening on %s (pid %d, %d warm workers each for %v)", s.paths.Socket, os.Getpid(), s.cfg.Workers, s.cfg.Runtimes)
+	s.mu.Lock()
+	workers := s.cfg.Workers
+	s.mu.Unlock()
+	s.logf("listening on %s (pid %d, %d warm workers each for %v)", s.paths.Socket, os.Getpid(), workers, s.cfg.Runtimes)
 	if ready != nil {
 		ready()
 	}
