@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 )
@@ -44,8 +45,15 @@ func claimPIDFile(p Paths) (*pidFile, error) {
 }
 
 // release removes the file, then drops the lock: a waiter that sees the
-// lock free knows the daemon is done.
+// lock free knows the daemon is done, and a daemon starting meanwhile never
+// has its new file removed. Windows cannot remove an open file, so there
+// the order is reversed (and waiters watch the file instead of the lock).
 func (p *pidFile) release() {
+	if runtime.GOOS == "windows" {
+		_ = p.f.Close()
+		_ = os.Remove(p.path)
+		return
+	}
 	_ = os.Remove(p.path)
 	_ = p.f.Close()
 }
