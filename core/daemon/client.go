@@ -64,6 +64,9 @@ func Alive(ctx context.Context, socket string) bool {
 	if socket == "" {
 		socket = DefaultSocket()
 	}
+	if !present(socket) {
+		return false // the common case without a daemon costs one stat
+	}
 	conn, err := connect(socket)
 	if err != nil {
 		return false

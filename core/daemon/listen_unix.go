@@ -56,3 +56,6 @@ func socketExists(socket string) bool {
 }
 
 func removeSocket(socket string) { _ = os.Remove(socket) }
+
+// present is a cheap first check before a ping: no socket file, no daemon.
+func present(socket string) bool { return socketExists(socket) }

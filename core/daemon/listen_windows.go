@@ -45,3 +45,6 @@ func dial(ctx context.Context, socket string) (net.Conn, error) {
 func socketExists(string) bool { return false }
 
 func removeSocket(string) {}
+
+// present cannot be checked without connecting on Windows.
+func present(string) bool { return true }
