@@ -95,6 +95,9 @@ func params(dir string) testscript.Params {
 			"eventually":  cmdEventually,
 		},
 		Condition: func(cond string) (bool, error) {
+			if cond == "pysessions" {
+				return hasPythonSessions(), nil
+			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 	}
