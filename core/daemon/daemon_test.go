@@ -47,9 +47,16 @@ func startDaemon(t *testing.T, workers int) *running {
 	t.Helper()
 	dir := t.TempDir()
 	writeFakePlugin(t, dir)
+	return serveIn(t, dir, workers, "fake")
+}
+
+// serveIn serves a daemon on dir/d.sock with plugins from dir and runtime
+// pooled, and stops it when the test ends.
+func serveIn(t *testing.T, dir string, workers int, runtime string) *running {
+	t.Helper()
 	r := &running{socket: filepath.Join(dir, "d.sock"), log: &lockedBuffer{}, done: make(chan error, 1)}
 	r.srv = New(Config{
-		Socket: r.socket, Workers: workers, Runtimes: []string{"fake"},
+		Socket: r.socket, Workers: workers, Runtimes: []string{runtime},
 		Plugins: plugin.SearchPath{dir}, MaxOutputBytes: 1 << 20, Drain: 2 * time.Second, Log: r.log,
 	})
 	ready := make(chan struct{})

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/plugin"
 )
 
 // startPythonDaemon serves a daemon with the real python plugin (built
@@ -25,20 +23,7 @@ func startPythonDaemon(t *testing.T, workers int) *running {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the python plugin: %v\n%s", err, out)
 	}
-	r := &running{socket: filepath.Join(dir, "d.sock"), log: &lockedBuffer{}, done: make(chan error, 1)}
-	r.srv = New(Config{
-		Socket: r.socket, Workers: workers, Runtimes: []string{"python"},
-		Plugins: plugin.SearchPath{dir}, MaxOutputBytes: 1 << 20, Drain: 2 * time.Second, Log: r.log,
-	})
-	ready := make(chan struct{})
-	go func() { r.done <- r.srv.Serve(context.Background(), func() { close(ready) }) }()
-	select {
-	case <-ready:
-	case err := <-r.done:
-		t.Fatalf("daemon did not start: %v\n%s", err, r.log)
-	}
-	t.Cleanup(func() { r.stop(t) })
-	return r
+	return serveIn(t, dir, workers, "python")
 }
 
 // Two sessions from the pool never share state: a variable (and a module
