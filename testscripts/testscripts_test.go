@@ -57,7 +57,7 @@ func (c cleanupM) Run() int {
 func TestScripts(t *testing.T) {
 	dirs, _ := filepath.Glob("testdata/*")
 	for _, dir := range dirs {
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() || filepath.Base(dir) == "daemon" {
 			continue
 		}
 		t.Run(filepath.Base(dir), func(t *testing.T) {
@@ -70,6 +70,13 @@ func TestScripts(t *testing.T) {
 			testscript.Run(t, params(dir))
 		})
 	}
+}
+
+// TestDaemonScripts runs testdata/daemon after the other scripts, not
+// beside them: a daemon keeps rlm-plugin-python processes running, which
+// scripts that check by name that no plugin is left would see.
+func TestDaemonScripts(t *testing.T) {
+	testscript.Run(t, params("testdata/daemon"))
 }
 
 func params(dir string) testscript.Params {
@@ -106,6 +113,8 @@ func params(dir string) testscript.Params {
 			if ex, err := filepath.Abs("../examples"); err == nil {
 				env.Setenv("EXAMPLES", ex)
 			}
+			env.Setenv("RLM_DAEMON_SOCKET", "")
+			env.Defer(func() { stopDaemons(env.WorkDir) })
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -117,8 +126,17 @@ func params(dir string) testscript.Params {
 			"waitfor":    cmdWaitFor,
 			"http":       cmdHTTP,
 			"signal":     cmdSignal,
+			// daemon scripts (daemon_cmds_test.go)
+			"daemonprocs": cmdDaemonProcs,
+			"killproc":    cmdKillProc,
+			"gone":        cmdGone,
+			"signalpid":   cmdSignalPID,
+			"eventually":  cmdEventually,
 		},
 		Condition: func(cond string) (bool, error) {
+			if cond == "pysessions" {
+				return hasPythonSessions(), nil
+			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 	}

@@ -41,6 +41,8 @@ type Config struct {
 	Pricing map[string]llm.Price `toml:"pricing"`
 	// Serve configures `rlm serve`.
 	Serve Serve `toml:"serve"`
+	// Daemon configures `rlm daemon` and how clients find it.
+	Daemon Daemon `toml:"daemon"`
 }
 
 // Run is the [run] table: the defaults of `rlm run`. Budgets of 0 are
@@ -101,6 +103,20 @@ type Serve struct {
 	LogFormat string `toml:"log_format" env:"RLM_LOG_FORMAT"`
 }
 
+// Daemon configures `rlm daemon` and how clients find it.
+type Daemon struct {
+	// Socket is the daemon's Unix socket (a named pipe on Windows); ""
+	// means ~/.rlm/daemon.sock (\\.\pipe\rlm-daemon).
+	Socket string `toml:"socket" env:"RLM_DAEMON_SOCKET"`
+	// Workers is the number of warm sessions kept per pooled runtime.
+	Workers int `toml:"workers" env:"RLM_DAEMON_WORKERS"`
+	// Runtimes get warm sessions and a plugin started with the daemon.
+	Runtimes []string `toml:"runtimes" env:"RLM_DAEMON_RUNTIMES"`
+	// DrainTimeout is how long a stopping daemon lets running requests
+	// finish before it cuts them off.
+	DrainTimeout Duration `toml:"drain_timeout"`
+}
+
 // Limits are the defaults for exec and sessions.
 type Limits struct {
 	Timeout   Duration `toml:"timeout" env:"RLM_TIMEOUT"`
@@ -139,6 +155,11 @@ func Default() Config {
 			MaxSessions: 64,
 			Grace:       Duration(5 * time.Second),
 			LogFormat:   "text",
+		},
+		Daemon: Daemon{
+			Workers:      2,
+			Runtimes:     []string{"python"},
+			DrainTimeout: Duration(10 * time.Second),
 		},
 	}
 }
@@ -243,6 +264,9 @@ func (c Config) validate(path string) error {
 	}
 	if c.Runtime == "" {
 		return &Error{Source: src, Key: "runtime", Msg: "must not be empty"}
+	}
+	if c.Daemon.Workers < 0 || c.Daemon.Workers > 64 {
+		return &Error{Source: src, Key: "daemon.workers", Msg: fmt.Sprintf("%d is out of range: use 0 to 64", c.Daemon.Workers)}
 	}
 	return c.Serve.validate(src)
 }

@@ -119,6 +119,9 @@ func (p *Plugin) Kill() {
 	})
 }
 
+// Exited reports whether the plugin process has ended (crashed or killed).
+func (p *Plugin) Exited() bool { return p.gp.Exited() }
+
 // Stderr is the tail of what the plugin wrote to stderr, for error reports.
 func (p *Plugin) Stderr() string { return p.stderr.String() }
 

@@ -72,11 +72,13 @@ func (f *Factory) SearchPath() plugin.SearchPath {
 
 // BackendOptions are the options to open runtimes with backend b.
 func (f *Factory) BackendOptions(b string) backend.Options {
+	cfg, _, _ := f.Config()
 	return backend.Options{
-		Backend:     b,
-		Plugins:     f.SearchPath(),
-		DaemonDial:  f.DaemonDial,
-		DaemonAlive: f.DaemonAlive,
+		Backend:      b,
+		Plugins:      f.SearchPath(),
+		DaemonSocket: cfg.Daemon.Socket,
+		DaemonDial:   f.DaemonDial,
+		DaemonAlive:  f.DaemonAlive,
 	}
 }
 

@@ -14,10 +14,12 @@ import (
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/configcmd"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/daemoncmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/execcmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/pluginscmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/servecmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/versioncmd"
+	"github.com/rlmkit/rlm/core/daemon"
 )
 
 // NewCmd builds the root command around f.
@@ -40,6 +42,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 		versioncmd.NewCmd(f),
 		configcmd.NewCmd(f),
 		servecmd.NewCmd(f, nil),
+		daemoncmd.NewCmd(f, nil),
 	)
 	return cmd
 }
@@ -52,7 +55,7 @@ func Main(args []string) int {
 // Run is Main with explicit streams; configure may adjust the factory
 // (tests, daemon support).
 func Run(args []string, io *cmdutil.IOStreams, configure func(*cmdutil.Factory)) int {
-	f := &cmdutil.Factory{IO: io}
+	f := &cmdutil.Factory{IO: io, DaemonDial: daemon.Dial, DaemonAlive: daemon.Alive}
 	if configure != nil {
 		configure(f)
 	}

@@ -1,0 +1,78 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rlmkit/rlm/core"
+)
+
+// startPythonDaemon serves a daemon with the real python plugin (built
+// into a temporary directory) pooled.
+func startPythonDaemon(t *testing.T, workers int) *running {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-o", dir+"/", "../../plugins/python/cmd/rlm-plugin-python")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the python plugin: %v\n%s", err, out)
+	}
+	return serveIn(t, dir, workers, "python")
+}
+
+// Two sessions from the pool never share state: a variable (and a module
+// imported, and a file-level change to sys) set by one client is absent
+// for the next, with real Python workers.
+func TestPythonPoolSessionsNeverShareState(t *testing.T) {
+	r := startPythonDaemon(t, 2)
+	rt, err := Dial(context.Background(), r.socket, "python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := 0; i < 4; i++ {
+		s, err := rt.OpenSession(ctx, core.SessionOptions{})
+		if err != nil && i == 0 && strings.Contains(err.Error(), "not implemented") {
+			t.Skipf("the python plugin serves no REPL sessions: %v", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, found, err := s.Variable(ctx, "secret"); err != nil || found {
+			t.Fatalf("session %d: a variable from an earlier client is visible (found=%v, err=%v)", i, found, err)
+		}
+		res, err := s.Execute(ctx, fmt.Sprintf("import sys\nprint(hasattr(sys, 'rlm_mark'))\nsecret = 'client-%d'\nsys.rlm_mark = 1", i), 0)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("session %d: %v %+v", i, err, res)
+		}
+		if res.Stdout != "False\n" {
+			t.Fatalf("session %d: the interpreter was used before (sys.rlm_mark set): %q", i, res.Stdout)
+		}
+		if v, found, err := s.Variable(ctx, "secret"); err != nil || !found || string(v) != fmt.Sprintf(`"client-%d"`, i) {
+			t.Fatalf("session %d: own variable: %s %v %v", i, v, found, err)
+		}
+		s.Close()
+	}
+	st, err := GetStatus(ctx, r.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := st.Runtimes[0]; rs.WarmSessions != 4 {
+		t.Fatalf("want 4 warm sessions, status %+v", rs)
+	}
+	// Programs run as warm cells do not share state either.
+	for i := 0; i < 2; i++ {
+		res, err := rt.Run(ctx, core.Program{Code: "print('seen' in globals())\nseen = 1"})
+		if err != nil || res.Stdout != "False\n" {
+			t.Fatalf("run %d: %v %+v", i, err, res)
+		}
+	}
+}
