@@ -113,4 +113,3 @@ func BenchmarkSessionOpen50MB(b *testing.B) {
 	p50, _ := percentiles(lat)
 	b.ReportMetric(ms(p50), "p50-ms")
 }
-

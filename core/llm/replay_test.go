@@ -199,7 +199,7 @@ func TestReplayTOML(t *testing.T) {
 	path := writeFile(t, "t.toml", `
 [[responses]]
 text = """
-` + "```python\nprint(len(context))\n```" + `"""
+`+"```python\nprint(len(context))\n```"+`"""
 
 [[responses]]
 text = "FINAL(done)"
