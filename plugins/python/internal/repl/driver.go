@@ -31,7 +31,9 @@ const bootstrap = "import sys;_rlm_code=compile(sys.argv[1],'<rlm-driver>','exec
 
 // bootstrapCached runs the driver's marshalled code object, read from fd 6:
 // compiling the driver costs ~7 ms a start, unmarshalling ~0.1 ms.
-const bootstrapCached = "import os,marshal;f=os.fdopen(6,'rb');_rlm_code=marshal.loads(f.read());f.close();exec(_rlm_code)"
+// The trailing comment names the process <rlm-driver> in ps, as bootstrap's
+// argument does.
+const bootstrapCached = "import os,marshal;f=os.fdopen(6,'rb');_rlm_code=marshal.loads(f.read());f.close();exec(_rlm_code)#<rlm-driver>"
 
 // codeKey identifies an interpreter binary; marshalled code is only valid for
 // the exact interpreter that produced it.
