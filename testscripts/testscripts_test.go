@@ -22,6 +22,7 @@ import (
 	"github.com/rlmkit/rlm/examples/gen"
 	"github.com/rlmkit/rlm/plugins/golang"
 	"github.com/rlmkit/rlm/plugins/node"
+	"github.com/rlmkit/rlm/plugins/pyodide"
 	"github.com/rlmkit/rlm/plugins/python"
 	"github.com/rlmkit/rlm/plugins/shell"
 )
@@ -29,12 +30,13 @@ import (
 // commands are the binaries under test. Plugins are here so that every
 // script finds them beside rlm, as an installed rlm would.
 var commands = map[string]func(){
-	"rlm":               func() { os.Exit(root.Main(os.Args[1:])) },
-	"rlm-plugin-python": python.Main,
-	"rlm-plugin-node":   node.Main,
-	"rlm-plugin-golang": golang.Main,
-	"rlm-plugin-shell":  shell.Main,
-	"rlm-gen-examples":  gen.Main,
+	"rlm":                func() { os.Exit(root.Main(os.Args[1:])) },
+	"rlm-plugin-python":  python.Main,
+	"rlm-plugin-node":    node.Main,
+	"rlm-plugin-golang":  golang.Main,
+	"rlm-plugin-shell":   shell.Main,
+	"rlm-plugin-pyodide": pyodide.Main,
+	"rlm-gen-examples":   gen.Main,
 }
 
 var sharedCache string
