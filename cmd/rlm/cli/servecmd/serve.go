@@ -189,6 +189,13 @@ func (o *Options) settings(cfg config.Config) (config.Serve, string, error) {
 	if err := backend.Check(b); err != nil {
 		return s, "", err
 	}
+	// A server's mode names the installed runtime it serves (seed 003:
+	// "mode=python but 'python3' not found" must stop it), so auto means
+	// native here, never a silent fall back to WebAssembly; ask for
+	// --backend pyodide explicitly.
+	if b == backend.Auto {
+		b = backend.Native
+	}
 	if s.Addr == "" {
 		return s, "", errors.New("the listen address is empty")
 	}
