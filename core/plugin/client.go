@@ -43,7 +43,10 @@ func Launch(path string) (*Plugin, error) {
 	}
 	cmd := exec.Command(path)
 	proctree.Configure(cmd)
-	cmd.Env = append(os.Environ(), goplugin.EnvUnixSocketDir+"="+sockDir)
+	// The plugin's own temporary files (workspaces, session directories)
+	// go there too: a plugin killed mid-run cannot clean up after itself,
+	// and this process removes the directory whatever happened.
+	cmd.Env = append(os.Environ(), goplugin.EnvUnixSocketDir+"="+sockDir, "TMPDIR="+sockDir)
 	tail := &tailWriter{max: 8 << 10}
 	gp := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  Handshake,

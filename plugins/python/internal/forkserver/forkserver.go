@@ -54,23 +54,16 @@ type Server struct {
 // Start launches the fork server with python (the real interpreter) and env
 // (its base environment).
 func Start(python string, env []string) (*Server, error) {
-	dir, err := os.MkdirTemp("", "rlm-forkserver-")
-	if err != nil {
-		return nil, err
-	}
-	script := dir + "/zygote.py"
-	if err := os.WriteFile(script, zygote, 0o600); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
+	// The server's source goes on the command line, not in a file: a
+	// plugin killed with SIGKILL then leaves nothing behind.
+	dir := os.TempDir()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "forkserver"), os.NewFile(uintptr(fds[1]), "zygote")
 	defer theirs.Close()
-	cmd := exec.Command(python, script)
+	cmd := exec.Command(python, "-c", string(zygote))
 	cmd.Env = env
 	cmd.Dir = dir
 	cmd.ExtraFiles = []*os.File{theirs}
@@ -78,7 +71,6 @@ func Start(python string, env []string) (*Server, error) {
 	proctree.Configure(cmd)
 	if err := proctree.Start(cmd); err != nil {
 		mine.Close()
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	fc, err := net.FileConn(mine)
@@ -277,5 +269,4 @@ func (s *Server) Close() {
 	_ = s.cmd.Wait()
 	proctree.Untrack(s.cmd.Process.Pid)
 	<-s.done
-	os.RemoveAll(s.dir)
 }
