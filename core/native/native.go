@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -187,4 +188,24 @@ func writeContext(c *pb.Context) (string, error) {
 		return "", fmt.Errorf("writing context: %w", err)
 	}
 	return f.Name(), nil
+}
+
+// CheckCommand validates code by piping it into a tool's syntax checker
+// (`bash -n`, python's compile()): a non-zero exit means a syntax error,
+// whose message is the checker's output. args follow the tool's executable.
+func (s *Server) CheckCommand(ctx context.Context, code string, args ...string) (*pb.CheckResponse, error) {
+	t, err := s.Tool()
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "%s runtime unavailable: %v", s.RT.Name, err)
+	}
+	cmd := exec.CommandContext(ctx, t.Exe, args...)
+	cmd.Stdin = strings.NewReader(code)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if _, ok := err.(*exec.ExitError); ok {
+			return &pb.CheckResponse{Ok: false, Message: strings.TrimSpace(string(out))}, nil
+		}
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &pb.CheckResponse{Ok: true}, nil
 }

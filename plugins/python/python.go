@@ -9,10 +9,6 @@ import (
 	"fmt"
 	"os/exec"
 	"strconv"
-	"strings"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/plugin"
@@ -96,26 +92,12 @@ func New() *Server {
 
 // Check compiles code without running it.
 func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	t, err := s.Tool()
-	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "python runtime unavailable: %v", err)
-	}
-	cmd := exec.CommandContext(ctx, t.Exe, "-I", "-c",
-		`import sys
+	return s.CheckCommand(ctx, req.GetCode(), "-I", "-c", `import sys
 try:
     compile(sys.stdin.read(), "<sandbox>", "exec")
 except (SyntaxError, ValueError) as e:
     print("%s: %s (line %s)" % (type(e).__name__, getattr(e, "msg", e), getattr(e, "lineno", "?")))
     sys.exit(1)`)
-	cmd.Stdin = strings.NewReader(req.GetCode())
-	out, err := cmd.Output()
-	if err != nil {
-		if _, ok := err.(*exec.ExitError); ok {
-			return &pb.CheckResponse{Ok: false, Message: strings.TrimSpace(string(out))}, nil
-		}
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	return &pb.CheckResponse{Ok: true}, nil
 }
 
 // Main is the plugin binary's entry point.

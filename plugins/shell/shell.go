@@ -5,11 +5,6 @@ package shell
 
 import (
 	"context"
-	"os/exec"
-	"strings"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/plugin"
@@ -52,20 +47,7 @@ func New() *Server { return &Server{Server: native.Server{RT: Runtime}} }
 
 // Check parses the script with `bash -n` without running it.
 func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	t, err := s.Tool()
-	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "shell runtime unavailable: %v", err)
-	}
-	cmd := exec.CommandContext(ctx, t.Exe, "-n")
-	cmd.Stdin = strings.NewReader(req.GetCode())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		if _, ok := err.(*exec.ExitError); ok {
-			return &pb.CheckResponse{Ok: false, Message: strings.TrimSpace(string(out))}, nil
-		}
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	return &pb.CheckResponse{Ok: true}, nil
+	return s.CheckCommand(ctx, req.GetCode(), "-n")
 }
 
 // Main is the plugin binary's entry point.
