@@ -104,3 +104,18 @@ func BenchmarkExecPythonPrint1(b *testing.B) {
 		[]string{binDir + "/rlm", "exec", "-b", "native", "-c", "print(1)"},
 		[]string{py, "-c", "print(1)"})
 }
+
+// BenchmarkExecIsolation is the cost of each isolation level on a trivial
+// python run: `rlm exec --isolation LEVEL -c 'print(1)'` against the same
+// command at --isolation none, alternated in one run.
+func BenchmarkExecIsolation(b *testing.B) {
+	env := append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
+	argv := func(level string) []string {
+		return []string{binDir + "/rlm", "exec", "-b", "native", "--isolation", level, "-c", "print(1)"}
+	}
+	for _, level := range []string{"process", "namespace"} {
+		b.Run(level, func(b *testing.B) {
+			compareCommands(b, env, argv(level), argv("none"))
+		})
+	}
+}

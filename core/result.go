@@ -26,7 +26,7 @@ type Result struct {
 	Truncated     bool   `json:"truncated"`
 	// EndedBy is lower case: exit, timeout, signal, memory_limit,
 	// output_limit, process_limit, fuel, cancelled, crashed, install_failed,
-	// disk_limit.
+	// disk_limit, cpu_limit.
 	EndedBy         string `json:"ended_by"`
 	StateLost       bool   `json:"state_lost,omitempty"`
 	Files           []File `json:"files_produced,omitempty"`

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -101,6 +102,10 @@ type Serve struct {
 	Grace Duration `toml:"grace" env:"RLM_GRACE"`
 	// LogFormat is text or json.
 	LogFormat string `toml:"log_format" env:"RLM_LOG_FORMAT"`
+	// Isolation is auto (the strongest level this host supports), none,
+	// process or namespace. A server runs code from the network, so it
+	// does not share exec's default.
+	Isolation string `toml:"isolation" env:"RLM_SERVE_ISOLATION"`
 }
 
 // Daemon configures `rlm daemon` and how clients find it.
@@ -117,11 +122,33 @@ type Daemon struct {
 	DrainTimeout Duration `toml:"drain_timeout"`
 }
 
-// Limits are the defaults for exec and sessions.
+// Limits are the defaults for exec, run and serve's programs and sessions.
 type Limits struct {
 	Timeout   Duration `toml:"timeout" env:"RLM_TIMEOUT"`
 	MaxOutput Size     `toml:"max_output" env:"RLM_MAX_OUTPUT"`
+	// Isolation is none, process or namespace (see core/isolate). serve
+	// ignores it and uses [serve] isolation.
+	Isolation string `toml:"isolation" env:"RLM_ISOLATION"`
+	// Memory caps a run's memory (cgroup, else RLIMIT_DATA; the pyodide
+	// backend's linear memory); 0 means no cap.
+	Memory Size `toml:"memory" env:"RLM_MEMORY"`
+	// MaxProcesses caps the processes a run may have at once; 0: no cap.
+	MaxProcesses int64 `toml:"max_processes" env:"RLM_MAX_PROCESSES"`
+	// MaxDisk caps the total size of a run's working directory (a tmpfs;
+	// needs root) and of each file it writes; 0: no cap.
+	MaxDisk Size `toml:"max_disk" env:"RLM_MAX_DISK"`
+	// CPU caps a run's CPU time (RLIMIT_CPU, whole seconds); 0: no cap.
+	CPU Duration `toml:"cpu" env:"RLM_CPU"`
 }
+
+// DefaultIsolation is exec's and run's isolation: process where core/isolate
+// works (Linux), none elsewhere, so that rlm still runs code on a Mac.
+var DefaultIsolation = func() string {
+	if runtime.GOOS == "linux" {
+		return "process"
+	}
+	return "none"
+}()
 
 // Default is the configuration with no file and no environment.
 func Default() Config {
@@ -130,8 +157,11 @@ func Default() Config {
 		Backend:    "auto",
 		PluginDirs: []string{},
 		Limits: Limits{
-			Timeout:   Duration(30 * time.Second),
-			MaxOutput: 1 << 20,
+			Timeout:      Duration(30 * time.Second),
+			MaxOutput:    1 << 20,
+			Isolation:    DefaultIsolation,
+			Memory:       1 << 30,
+			MaxProcesses: 256,
 		},
 		Run: Run{
 			Provider:       "anthropic",
@@ -155,6 +185,7 @@ func Default() Config {
 			MaxSessions: 64,
 			Grace:       Duration(5 * time.Second),
 			LogFormat:   "text",
+			Isolation:   "auto",
 		},
 		Daemon: Daemon{
 			Workers:      2,
@@ -265,14 +296,35 @@ func (c Config) validate(path string) error {
 	if c.Runtime == "" {
 		return &Error{Source: src, Key: "runtime", Msg: "must not be empty"}
 	}
+	if err := c.Limits.validate(src); err != nil {
+		return err
+	}
 	if c.Daemon.Workers < 0 || c.Daemon.Workers > 64 {
 		return &Error{Source: src, Key: "daemon.workers", Msg: fmt.Sprintf("%d is out of range: use 0 to 64", c.Daemon.Workers)}
 	}
 	return c.Serve.validate(src)
 }
 
+func (l Limits) validate(src string) error {
+	switch {
+	case l.Isolation != "none" && l.Isolation != "process" && l.Isolation != "namespace":
+		return &Error{Source: src, Key: "limits.isolation", Msg: fmt.Sprintf("%q is not an isolation level: use none, process or namespace", l.Isolation)}
+	case l.Memory < 0:
+		return &Error{Source: src, Key: "limits.memory", Msg: "must not be negative (0 means no cap)"}
+	case l.MaxProcesses < 0:
+		return &Error{Source: src, Key: "limits.max_processes", Msg: "must not be negative (0 means no cap)"}
+	case l.MaxDisk < 0:
+		return &Error{Source: src, Key: "limits.max_disk", Msg: "must not be negative (0 means no cap)"}
+	case l.CPU < 0:
+		return &Error{Source: src, Key: "limits.cpu", Msg: "must not be negative (0 means no cap)"}
+	}
+	return nil
+}
+
 func (s Serve) validate(src string) error {
 	switch {
+	case s.Isolation != "auto" && s.Isolation != "none" && s.Isolation != "process" && s.Isolation != "namespace":
+		return &Error{Source: src, Key: "serve.isolation", Msg: fmt.Sprintf("%q is not an isolation level: use auto, none, process or namespace", s.Isolation)}
 	case s.MaxConcurrent < 0:
 		return &Error{Source: src, Key: "serve.max_concurrent", Msg: "must not be negative (0 means the number of CPUs)"}
 	case s.Queue < 0:

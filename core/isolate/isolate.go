@@ -155,7 +155,11 @@ type Spec struct {
 	Level Level
 	// Argv is the program and its arguments. Under LevelNamespace Argv[0] is
 	// looked up inside the sandbox with Env's PATH, so prefer an absolute path
-	// under /usr or under one of ReadOnlyPaths.
+	// under /usr or under one of ReadOnlyPaths. An argument that is Dir or a
+	// path below it is rewritten to where the program sees its working
+	// directory (Cmd.Workdir), as are such values in Env: callers name files
+	// in the directory they prepared and need not know whether the program
+	// works in it, in a private copy, or at /workspace.
 	Argv []string
 	// Env is the program's whole environment; nothing of the caller's leaks
 	// in. Nil means DefaultEnv(the program's workdir), except under LevelNone,
@@ -241,4 +245,25 @@ func (s *Spec) tmpBytes() int64 {
 		return s.TmpBytes
 	}
 	return DefaultTmpBytes
+}
+
+// AvailableLevels lists the levels this host can enforce, weakest first.
+func AvailableLevels() []Level {
+	var out []Level
+	for _, l := range []Level{LevelNone, LevelProcess, LevelNamespace} {
+		if Available(l) == nil {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Strongest is the strongest level this host can enforce: what a server
+// running code from the network should use unless told otherwise.
+func Strongest() Level {
+	levels := AvailableLevels()
+	if len(levels) == 0 {
+		return LevelNone
+	}
+	return levels[len(levels)-1]
 }

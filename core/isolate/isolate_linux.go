@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/rlmkit/rlm/core/proctree"
 )
 
 // shim stops itself so the parent can put it into cgroups and set its rlimits
@@ -219,6 +221,30 @@ func checkSpec(spec *Spec) error {
 	return nil
 }
 
+// rewriteDir returns list with every entry that is dir or a path below it
+// (in env form, every value) pointing to the same place below to instead.
+func rewriteDir(list []string, dir, to string, env bool) []string {
+	if dir == to {
+		return list
+	}
+	out := make([]string, len(list))
+	for i, s := range list {
+		prefix := ""
+		if env {
+			if k, v, ok := strings.Cut(s, "="); ok {
+				prefix, s = k+"=", v
+			}
+		}
+		if s == dir {
+			s = to
+		} else if rest, ok := strings.CutPrefix(s, dir+"/"); ok {
+			s = to + "/" + rest
+		}
+		out[i] = prefix + s
+	}
+	return out
+}
+
 // Pid is the host pid of the started process (bwrap under LevelNamespace).
 func (c *Cmd) Pid() int {
 	if c.cmd == nil || c.cmd.Process == nil {
@@ -323,7 +349,10 @@ func (c *Cmd) Start() (err error) {
 		} else {
 			env = os.Environ()
 		}
+	} else {
+		env = rewriteDir(env, spec.Dir, c.Workdir(), true)
 	}
+	spec.Argv = rewriteDir(spec.Argv, spec.Dir, c.Workdir(), false)
 	cmd := &exec.Cmd{
 		Stdin: c.Stdin, Stdout: c.Stdout, Stderr: c.Stderr,
 		Env:         env,
@@ -396,7 +425,10 @@ func (c *Cmd) Start() (err error) {
 	c.cmd = cmd
 	c.exited = make(chan struct{})
 	c.start = time.Now()
-	if err := cmd.Start(); err != nil {
+	// Tracked, so that a subreaper's sweep for escaped descendants
+	// (proctree.KillOrphans, run after every program by the plugins) never
+	// mistakes a concurrent run for an orphan and reaps it under our Wait.
+	if err := proctree.Start(cmd); err != nil {
 		return fmt.Errorf("isolate: start %s: %w", cmd.Path, err)
 	}
 	pid := cmd.Process.Pid
@@ -404,6 +436,7 @@ func (c *Cmd) Start() (err error) {
 		if err := c.constrain(pid); err != nil {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 			_ = cmd.Wait()
+			proctree.Untrack(pid)
 			return err
 		}
 	}
@@ -529,28 +562,65 @@ const (
 	rlimitCORE  = 4
 )
 
-func setRlimits(pid int, spec *Spec, memCgroup, pidsCgroup bool) ([]string, error) {
-	type lim struct {
-		name     string
-		resource int
-		cur, max int64
+// processesOf counts the processes and threads (RLIMIT_NPROC counts both)
+// owned by uid.
+func processesOf(uid int) int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
 	}
-	lims := []lim{{"core", rlimitCORE, 0, 0}}
-	var enforced []string
+	n := 0
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat("/proc/"+e.Name(), &st) == nil && int(st.Uid) == uid {
+			if tasks, err := os.ReadDir("/proc/" + e.Name() + "/task"); err == nil {
+				n += len(tasks)
+			} else {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Rlimit is one resource limit, as prlimit(2) sets it.
+type Rlimit struct {
+	Name     string // "cpu", "nproc", ...: what Outcome.Enforced calls it
+	Resource int    // RLIMIT_*
+	Cur, Max uint64
+}
+
+// Rlimits are the resource limits a limited run's first process gets. A
+// caller that starts a long-lived interpreter itself (a REPL whose pipes it
+// owns) applies the same ones to be what LevelProcess means. Memory and
+// processes are included only as fallbacks for a caller that holds no
+// memory or pids cgroup.
+func Rlimits(spec Spec, memCgroup, pidsCgroup bool) []Rlimit {
+	lims := []Rlimit{{"core", rlimitCORE, 0, 0}}
 	if spec.CPUSeconds > 0 {
 		// SIGXCPU at the soft limit, SIGKILL a second later for a program that catches it.
-		lims = append(lims, lim{"cpu", syscall.RLIMIT_CPU, spec.CPUSeconds, spec.CPUSeconds + 1})
+		lims = append(lims, Rlimit{"cpu", syscall.RLIMIT_CPU, uint64(spec.CPUSeconds), uint64(spec.CPUSeconds + 1)})
 	}
 	if spec.OpenFiles > 0 {
-		lims = append(lims, lim{"nofile", syscall.RLIMIT_NOFILE, spec.OpenFiles, spec.OpenFiles})
+		lims = append(lims, Rlimit{"nofile", syscall.RLIMIT_NOFILE, uint64(spec.OpenFiles), uint64(spec.OpenFiles)})
 	}
 	if spec.FileSizeBytes > 0 {
-		lims = append(lims, lim{"fsize", syscall.RLIMIT_FSIZE, spec.FileSizeBytes, spec.FileSizeBytes})
+		lims = append(lims, Rlimit{"fsize", syscall.RLIMIT_FSIZE, uint64(spec.FileSizeBytes), uint64(spec.FileSizeBytes)})
 	}
 	if spec.MaxProcesses > 0 && !pidsCgroup {
 		// The fallback only: the kernel ignores it for root, and it counts every
 		// process of the uid, so concurrent sandboxes (all uid 65534) share it.
-		lims = append(lims, lim{"nproc", rlimitNPROC, spec.MaxProcesses, spec.MaxProcesses})
+		n := spec.MaxProcesses
+		if uid := os.Geteuid(); uid != 0 {
+			// The program runs as the caller's uid, whose other processes
+			// (a desktop session, other runs) count too: allow MaxProcesses
+			// on top of those, or every run of a busy user would fail.
+			n += int64(processesOf(uid))
+		}
+		lims = append(lims, Rlimit{"nproc", rlimitNPROC, uint64(n), uint64(n)})
 	}
 	if spec.MemoryBytes > 0 && !memCgroup {
 		// The fallback, per process and blind to shared memory; Enforced says
@@ -558,14 +628,19 @@ func setRlimits(pid int, spec *Spec, memCgroup, pidsCgroup bool) ([]string, erro
 		// memory but not address space merely reserved, which node's V8
 		// reserves by the gigabyte ("Failed to reserve virtual memory for
 		// CodeRange" under a 512 MiB RLIMIT_AS).
-		lims = append(lims, lim{"data", syscall.RLIMIT_DATA, spec.MemoryBytes, spec.MemoryBytes})
+		lims = append(lims, Rlimit{"data", syscall.RLIMIT_DATA, uint64(spec.MemoryBytes), uint64(spec.MemoryBytes)})
 	}
-	for _, l := range lims {
-		if err := prlimit(pid, l.resource, uint64(l.cur), uint64(l.max)); err != nil {
-			return nil, fmt.Errorf("isolate: set RLIMIT_%s: %w", strings.ToUpper(l.name), err)
+	return lims
+}
+
+func setRlimits(pid int, spec *Spec, memCgroup, pidsCgroup bool) ([]string, error) {
+	var enforced []string
+	for _, l := range Rlimits(*spec, memCgroup, pidsCgroup) {
+		if err := prlimit(pid, l.Resource, l.Cur, l.Max); err != nil {
+			return nil, fmt.Errorf("isolate: set RLIMIT_%s: %w", strings.ToUpper(l.Name), err)
 		}
-		if l.name != "core" {
-			enforced = append(enforced, l.name+"=rlimit")
+		if l.Name != "core" {
+			enforced = append(enforced, l.Name+"=rlimit")
 		}
 	}
 	if spec.MemoryBytes > 0 && !memCgroup {
@@ -734,6 +809,18 @@ func (c *Cmd) Wait() error {
 	c.mu.Unlock()
 	c.waitSandboxInit(5 * time.Second)
 	werr := c.cmd.Wait()
+	proctree.Untrack(pid)
+	if c.cmd.ProcessState == nil {
+		// Someone else reaped it; nothing is known about how it ended.
+		c.outcome = Outcome{Ending: EndedSignal, ExitCode: -1, Enforced: c.enforced}
+		errs := []error{fmt.Errorf("isolate: lost the exit status of pid %d: %w", pid, werr)}
+		if c.ws != nil {
+			errs = append(errs, c.ws.syncBack())
+		}
+		errs = append(errs, c.release())
+		c.waitErr = errors.Join(errs...)
+		return c.waitErr
+	}
 	var errs []error
 	var exitErr *exec.ExitError
 	if werr != nil && !errors.As(werr, &exitErr) && !errors.Is(werr, exec.ErrWaitDelay) {

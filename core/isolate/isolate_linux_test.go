@@ -885,3 +885,31 @@ func TestFileRlimits(t *testing.T) {
 		})
 	}
 }
+
+// Callers name the code file and HOME by the directory they prepared; the
+// program must find them wherever it actually works.
+func TestArgvAndEnvFollowWorkdir(t *testing.T) {
+	for _, level := range []Level{LevelNone, LevelProcess, LevelNamespace} {
+		t.Run(string(level), func(t *testing.T) {
+			requireLevel(t, level)
+			spec := shSpec(t, level, "")
+			script := filepath.Join(spec.Dir, "main.sh")
+			if err := os.WriteFile(script, []byte("echo TOKEN $HOME_DIR; cat \"$1\"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(spec.Dir, "in.txt"), []byte("INPUT"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			spec.Argv = []string{"/bin/sh", script, filepath.Join(spec.Dir, "in.txt")}
+			spec.Env = append(DefaultEnv(spec.Dir), "HOME_DIR="+spec.Dir)
+			r := run(t, spec)
+			mustToken(t, r, "TOKEN")
+			if r.out.Ending != EndedExit || r.out.ExitCode != 0 || !strings.Contains(r.stdout, "INPUT") {
+				t.Fatalf("want the script and its input found:\n%s", r)
+			}
+			if level == LevelNamespace && !strings.Contains(r.stdout, "TOKEN "+SandboxWorkdir) {
+				t.Fatalf("HOME_DIR should be %s inside:\n%s", SandboxWorkdir, r)
+			}
+		})
+	}
+}

@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/rlmkit/rlm/core/install"
+	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
@@ -85,7 +87,7 @@ func (s *Server) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error
 		FileExtension:   s.RT.Ext,
 		Capabilities:    s.RT.Capabilities,
 		Backend:         "native",
-		IsolationLevels: []string{"none"},
+		IsolationLevels: levelNames(isolate.AvailableLevels()),
 	}
 	t, err := s.Tool()
 	if err != nil {
@@ -103,6 +105,13 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "%s runtime unavailable: %v", s.RT.Name, err)
 	}
+	level, err := isolate.ParseLevel(req.GetLimits().GetIsolation())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := isolate.Available(level); err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "isolation %s: %v", level, err)
+	}
 	ws, err := program.NewWorkspace(req, s.RT.CodeFile)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
@@ -111,6 +120,7 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	if s.RT.Env != nil {
 		env = append(env, s.RT.Env(t, ws)...)
 	}
+	var ctxFile string
 	if req.GetContext() != nil {
 		p, err := writeContext(req.GetContext())
 		if err != nil {
@@ -119,6 +129,7 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 		}
 		defer os.Remove(p)
 		env = append(env, "RLM_CONTEXT_FILE="+p)
+		ctxFile = p
 	}
 	for k, v := range req.GetEnv() {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -128,6 +139,7 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 		env = append(env, k+"="+v)
 	}
 	var inst *install.Outcome
+	ro := []string{}
 	if s.RT.Installer != nil && len(install.Normalize(req.GetRequirements())) > 0 {
 		if err := install.Validate(req.GetRequirements()); err != nil {
 			ws.Remove()
@@ -146,6 +158,7 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 		if s.RT.InstallEnv != nil {
 			env = append(env, s.RT.InstallEnv(inst.Dir, ws)...)
 		}
+		ro = append(ro, inst.Dir)
 	}
 	if s.RT.Prepare != nil {
 		res, err := s.RT.Prepare(ctx, t, ws, req, env)
@@ -154,12 +167,19 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 			return res, err
 		}
 	}
+	argv := s.RT.Argv(t, ws, req)
 	var sp program.Spawner
-	if s.RT.Spawner != nil {
+	switch {
+	case level != isolate.LevelNone:
+		if filepath.IsAbs(argv[0]) && !strings.HasPrefix(argv[0], ws.Dir+"/") {
+			ro = append(ro, argv[0]) // a compiled program (golang's cache)
+		}
+		sp = &isolatedSpawner{ctx: ctx, level: level, limits: req.GetLimits(), ro: readOnlyPaths(t, append(ro, ctxFile)...)}
+	case s.RT.Spawner != nil:
 		sp = s.RT.Spawner(t, req)
 	}
 	res, err := program.Exec(ctx, program.Command{
-		Argv:    s.RT.Argv(t, ws, req),
+		Argv:    argv,
 		Dir:     ws.Dir,
 		Env:     env,
 		Stdin:   req.GetStdin(),
@@ -183,6 +203,12 @@ func writeContext(c *pb.Context) (string, error) {
 		return "", err
 	}
 	defer f.Close()
+	// A namespace sandbox run by root reads it as uid 65534; the directory
+	// it sits in keeps other users out.
+	if err := f.Chmod(0o644); err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
 	if _, err := f.Write(c.GetData()); err != nil {
 		os.Remove(f.Name())
 		return "", fmt.Errorf("writing context: %w", err)
@@ -208,4 +234,12 @@ func (s *Server) CheckCommand(ctx context.Context, code string, args ...string) 
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &pb.CheckResponse{Ok: true}, nil
+}
+
+func levelNames(levels []isolate.Level) []string {
+	out := make([]string, len(levels))
+	for i, l := range levels {
+		out[i] = string(l)
+	}
+	return out
 }

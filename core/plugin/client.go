@@ -41,6 +41,13 @@ func Launch(path string) (*Plugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", path, err)
 	}
+	// Traversable but not listable: a namespace sandbox started by root runs
+	// as uid 65534 and must reach its private working directory below here.
+	// The socket itself is not writable by others, so they cannot connect.
+	if err := os.Chmod(sockDir, 0o711); err != nil {
+		os.RemoveAll(sockDir)
+		return nil, fmt.Errorf("plugin %s: %w", path, err)
+	}
 	cmd := exec.Command(path)
 	proctree.Configure(cmd)
 	// The plugin's own temporary files (workspaces, session directories)

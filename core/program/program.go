@@ -143,10 +143,23 @@ type Process interface {
 	Wait() (Exit, error)
 }
 
+// Killer is a Process that knows better than a process-group kill how to end
+// everything it started (an isolated run's cgroups and pid namespace). Exec
+// calls Kill on timeout, cancellation and output floods.
+type Killer interface {
+	Kill()
+}
+
 // Exit is how a process ended.
 type Exit struct {
 	Code   int            // exit status when not signalled
 	Signal syscall.Signal // non-zero when a signal killed it
+	// The rest is known only to spawners that enforce limits: which limit
+	// ended the run (zero: Exec decides from Code and Signal), the peak
+	// memory, and the isolation level it ran under ("" means none).
+	EndedBy         pb.EndedBy
+	PeakMemoryBytes int64
+	Isolation       string
 }
 
 // ExecSpawner starts processes with os/exec; the default Spawner.
@@ -260,6 +273,9 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 		}
 		mu.Unlock()
 		proctree.KillGroup(pid)
+		if k, ok := proc.(Killer); ok {
+			k.Kill()
+		}
 	}
 
 	var total int64
@@ -315,15 +331,19 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 	}
 
 	res := &pb.Result{
-		Stdout:        stdout.Bytes(),
-		Stderr:        stderr.Bytes(),
-		StdoutOmitted: stdout.Omitted(),
-		StderrOmitted: stderr.Omitted(),
-		DurationMs:    dur.Milliseconds(),
-		DurationUs:    dur.Microseconds(),
-		Backend:       "native",
-		Isolation:     "none",
-		ExitCode:      int32(exit.Code),
+		Stdout:          stdout.Bytes(),
+		Stderr:          stderr.Bytes(),
+		StdoutOmitted:   stdout.Omitted(),
+		StderrOmitted:   stderr.Omitted(),
+		DurationMs:      dur.Milliseconds(),
+		DurationUs:      dur.Microseconds(),
+		Backend:         "native",
+		Isolation:       "none",
+		ExitCode:        int32(exit.Code),
+		MemoryUsedBytes: exit.PeakMemoryBytes,
+	}
+	if exit.Isolation != "" {
+		res.Isolation = exit.Isolation
 	}
 	if exit.Signal != 0 {
 		res.Signal = signalName(exit.Signal)
@@ -335,6 +355,9 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 	mu.Lock()
 	res.EndedBy = endedBy
 	mu.Unlock()
+	if res.EndedBy == pb.EndedBy_ENDED_BY_UNSPECIFIED {
+		res.EndedBy = exit.EndedBy
+	}
 	if res.EndedBy == pb.EndedBy_ENDED_BY_UNSPECIFIED {
 		if res.Signal != "" {
 			res.EndedBy = pb.EndedBy_SIGNAL
@@ -349,6 +372,14 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 		res.Error = fmt.Sprintf("killed after writing more than %d bytes of output", flood)
 	case pb.EndedBy_CANCELLED:
 		res.Error = "cancelled"
+	case pb.EndedBy_MEMORY_LIMIT:
+		res.Error = "killed at the memory limit; raise it with --memory (config: limits.memory)"
+	case pb.EndedBy_PROCESS_LIMIT:
+		res.Error = "reached the process limit; raise it with --max-processes (config: limits.max_processes)"
+	case pb.EndedBy_DISK_LIMIT:
+		res.Error = "filled the working directory's size limit; raise it with --max-disk (config: limits.max_disk)"
+	case pb.EndedBy_CPU_LIMIT:
+		res.Error = "used up its CPU time; raise it with --cpu (config: limits.cpu)"
 	}
 	return res, nil
 }

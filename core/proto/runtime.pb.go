@@ -42,6 +42,7 @@ const (
 	EndedBy_CRASHED              EndedBy = 9
 	EndedBy_INSTALL_FAILED       EndedBy = 10
 	EndedBy_DISK_LIMIT           EndedBy = 11
+	EndedBy_CPU_LIMIT            EndedBy = 12 // RLIMIT_CPU: the CPU-seconds budget ran out
 )
 
 // Enum value maps for EndedBy.
@@ -59,6 +60,7 @@ var (
 		9:  "CRASHED",
 		10: "INSTALL_FAILED",
 		11: "DISK_LIMIT",
+		12: "CPU_LIMIT",
 	}
 	EndedBy_value = map[string]int32{
 		"ENDED_BY_UNSPECIFIED": 0,
@@ -73,6 +75,7 @@ var (
 		"CRASHED":              9,
 		"INSTALL_FAILED":       10,
 		"DISK_LIMIT":           11,
+		"CPU_LIMIT":            12,
 	}
 )
 
@@ -2087,7 +2090,7 @@ const file_runtime_proto_rawDesc = "" +
 	"\x05model\x18\x06 \x01(\tR\x05model\">\n" +
 	"\fSessionError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x14\n" +
-	"\x05fatal\x18\x02 \x01(\bR\x05fatal*\xc7\x01\n" +
+	"\x05fatal\x18\x02 \x01(\bR\x05fatal*\xd6\x01\n" +
 	"\aEndedBy\x12\x18\n" +
 	"\x14ENDED_BY_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04EXIT\x10\x01\x12\v\n" +
@@ -2103,7 +2106,8 @@ const file_runtime_proto_rawDesc = "" +
 	"\x0eINSTALL_FAILED\x10\n" +
 	"\x12\x0e\n" +
 	"\n" +
-	"DISK_LIMIT\x10\v2\x9d\x02\n" +
+	"DISK_LIMIT\x10\v\x12\r\n" +
+	"\tCPU_LIMIT\x10\f2\x9d\x02\n" +
 	"\aRuntime\x12A\n" +
 	"\x04Info\x12\x1b.rlm.runtime.v1.InfoRequest\x1a\x1c.rlm.runtime.v1.InfoResponse\x129\n" +
 	"\x03Run\x12\x1a.rlm.runtime.v1.RunRequest\x1a\x16.rlm.runtime.v1.Result\x12D\n" +

@@ -63,6 +63,9 @@ type ExecuteResponse struct {
 	Error         string            `json:"error,omitempty"`
 	Language      string            `json:"language"`
 	StateLost     bool              `json:"state_lost,omitempty"`
+	// Isolation is the sandbox level the code ran under.
+	Isolation       string `json:"isolation,omitempty"`
+	MemoryUsedBytes int64  `json:"memory_used_bytes,omitempty"`
 }
 
 // StatusOf maps a result to its status.
@@ -72,7 +75,7 @@ func StatusOf(r *core.Result) string {
 		return StatusTimeout
 	case "install_failed":
 		return StatusInstallError
-	case "memory_limit", "output_limit", "process_limit", "disk_limit", "fuel":
+	case "memory_limit", "output_limit", "process_limit", "disk_limit", "cpu_limit", "fuel":
 		return StatusLimitExceeded
 	case "cancelled":
 		return StatusCancelled
@@ -106,6 +109,8 @@ func Response(lang string, r *core.Result) ExecuteResponse {
 		Error:           r.Error,
 		Language:        lang,
 		StateLost:       r.StateLost,
+		Isolation:       r.Isolation,
+		MemoryUsedBytes: r.MemoryUsedBytes,
 	}
 	if out.ExecutionTimeMs == 0 && r.Duration > 0 {
 		out.ExecutionTimeMs = r.Duration.Milliseconds()
@@ -267,7 +272,7 @@ func (s *Server) program(req *ExecuteRequest) (core.Program, *APIError) {
 	if e != nil {
 		return p, e
 	}
-	p.Limits = core.Limits{Wall: wall, MaxOutputBytes: s.cfg.MaxOutput}
+	p.Limits = s.programLimits(wall)
 	names := make([]string, 0, len(req.Files))
 	for n := range req.Files {
 		names = append(names, n)

@@ -69,6 +69,14 @@ type Config struct {
 	MaxTimeout time.Duration
 	// MaxOutput is the bytes of stdout and of stderr kept (0: runtime default).
 	MaxOutput int64
+	// Limits are the sandbox of every program: Isolation, MemoryBytes,
+	// MaxProcesses, MaxDiskBytes, CPU, AllowNetwork (the wall clock and
+	// output come from the fields above and the request). /health reports
+	// Limits.Isolation.
+	Limits core.Limits
+	// SessionIsolation is the isolation of REPL sessions, which native
+	// Python can give at most at level process (default: Limits.Isolation).
+	SessionIsolation string
 	// Token, when set, is required as `Authorization: Bearer TOKEN` on
 	// everything but /health.
 	Token string
@@ -305,6 +313,22 @@ func (s *Server) route(r *http.Request) (string, http.HandlerFunc) {
 	}
 }
 
+// programLimits are the limits of one program run with the given wall clock.
+func (s *Server) programLimits(wall time.Duration) core.Limits {
+	l := s.cfg.Limits
+	l.Wall, l.MaxOutputBytes = wall, s.cfg.MaxOutput
+	return l
+}
+
+// sessionLimits are the limits a REPL session is opened with.
+func (s *Server) sessionLimits() core.Limits {
+	l := s.programLimits(s.cfg.DefaultTimeout)
+	if s.cfg.SessionIsolation != "" {
+		l.Isolation = s.cfg.SessionIsolation
+	}
+	return l
+}
+
 func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(docs.OpenAPI)
@@ -326,7 +350,11 @@ type Health struct {
 	Sessions       int               `json:"sessions"`
 	UptimeSeconds  float64           `json:"uptime_seconds"`
 	Version        string            `json:"version"`
-	Error          string            `json:"error,omitempty"`
+	// Isolation is the level programs run under (none, process,
+	// namespace); SessionIsolation the level of REPL sessions.
+	Isolation        string `json:"isolation"`
+	SessionIsolation string `json:"session_isolation"`
+	Error            string `json:"error,omitempty"`
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -341,6 +369,9 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		Sessions:      s.sessions.count(),
 		UptimeSeconds: float64(time.Since(s.started).Milliseconds()) / 1000,
 		Version:       s.cfg.Version,
+
+		Isolation:        s.cfg.Limits.Isolation,
+		SessionIsolation: s.sessionLimits().Isolation,
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()

@@ -239,7 +239,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	sess, err := withRuntime(r.Context(), s.slots[lang], func(rt *core.Runtime) (core.Session, error) {
 		return rt.OpenSession(r.Context(), core.SessionOptions{
 			Runtime: lang, Context: sctx, Bridges: s.cfg.Bridges,
-			Limits: core.Limits{Wall: s.cfg.DefaultTimeout, MaxOutputBytes: s.cfg.MaxOutput},
+			Limits: s.sessionLimits(),
 		})
 	})
 	if err != nil {

@@ -24,7 +24,7 @@ type forkPool struct {
 }
 
 func (f *forkPool) spawner(t toolpath.Tool, req *pb.RunRequest) program.Spawner {
-	if iso := req.GetLimits().GetIsolation(); iso != "" && iso != "none" {
+	if iso := req.GetLimits().GetIsolation(); iso != "none" {
 		return nil
 	}
 	if os.Getenv("RLM_PYTHON_FORKSERVER") == "0" {

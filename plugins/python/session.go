@@ -3,6 +3,7 @@ package python
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/plugins/python/internal/repl"
@@ -33,6 +35,10 @@ func (s *Server) Session(stream pb.Runtime_SessionServer) error {
 	if err != nil {
 		return sendFatal(stream, "python runtime unavailable: "+err.Error())
 	}
+	level, rlimits, err := sessionIsolation(open.GetLimits())
+	if err != nil {
+		return sendFatal(stream, err.Error())
+	}
 	dir, err := os.MkdirTemp("", "rlm-session-")
 	if err != nil {
 		return sendFatal(stream, "creating the session directory: "+err.Error())
@@ -49,12 +55,13 @@ func (s *Server) Session(stream pb.Runtime_SessionServer) error {
 		Dir:            dir,
 		MaxOutputBytes: open.GetLimits().GetMaxOutputBytes(),
 		Context:        open.GetContext(),
+		Rlimits:        rlimits,
 	})
 	if err != nil {
 		return sendFatal(stream, "starting python: "+err.Error())
 	}
 	defer proc.Close()
-	ss := &serverSession{stream: stream, proc: proc, wall: time.Duration(open.GetLimits().GetWallMs()) * time.Millisecond,
+	ss := &serverSession{stream: stream, proc: proc, isolation: string(level), wall: time.Duration(open.GetLimits().GetWallMs()) * time.Millisecond,
 		replies: map[uint64]chan *pb.CallbackReply{}}
 	if err := ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Opened{Opened: &pb.Opened{
 		RuntimeVersion: t.Version, Backend: "native", StartupMs: time.Since(start).Milliseconds()}}}); err != nil {
@@ -71,6 +78,8 @@ type serverSession struct {
 	stream pb.Runtime_SessionServer
 	proc   *repl.Process
 	wall   time.Duration
+	// isolation is reported in every cell's result.
+	isolation string
 
 	sendMu  sync.Mutex
 	mu      sync.Mutex
@@ -143,7 +152,7 @@ func (ss *serverSession) handle(req *pb.SessionRequest) {
 		}
 		res.Backend = "native"
 		if res.Isolation == "" {
-			res.Isolation = "none"
+			res.Isolation = ss.isolation
 		}
 		_ = ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Result{Result: &pb.CellResult{Id: m.Execute.GetId(), Result: res}}})
 	case *pb.SessionRequest_GetVariable:
@@ -180,4 +189,33 @@ func (ss *serverSession) callback(ctx context.Context, cb *pb.Callback) ([]strin
 	case <-ss.stream.Context().Done():
 		return nil, errors.New("session client went away")
 	}
+}
+
+// sessionIsolation is what a REPL session can honour of the requested
+// isolation. The interpreter lives as long as the session and talks over
+// pipes the driver owns, so it is not started through core/isolate: at
+// level process it gets the same rlimits core/isolate gives a program
+// (memory through RLIMIT_DATA, so a runaway allocation is a MemoryError
+// in the cell, not a dead session; processes; file size), in its own
+// process group with the scrubbed environment and a private directory.
+// CPU time is not limited: it would add up over every cell of the session
+// (each cell's wall clock is). Namespace isolation of sessions is not
+// implemented, and asking for it is an error rather than a quiet downgrade.
+func sessionIsolation(l *pb.Limits) (isolate.Level, []repl.Rlimit, error) {
+	level, err := isolate.ParseLevel(l.GetIsolation())
+	if err != nil {
+		return "", nil, err
+	}
+	switch level {
+	case isolate.LevelNone:
+		return level, nil, nil
+	case isolate.LevelNamespace:
+		return "", nil, fmt.Errorf("isolation namespace is not available for python REPL sessions (rlm run, exec --context): use --isolation process, or --backend pyodide for a WebAssembly sandbox")
+	}
+	spec := isolate.Spec{MemoryBytes: l.GetMemoryBytes(), MaxProcesses: l.GetMaxProcesses(), FileSizeBytes: l.GetMaxDiskBytes()}
+	var out []repl.Rlimit
+	for _, r := range isolate.Rlimits(spec, false, false) {
+		out = append(out, repl.Rlimit{Resource: r.Resource, Cur: r.Cur, Max: r.Max})
+	}
+	return level, out, nil
 }

@@ -40,7 +40,7 @@ type Options struct {
 	File      string
 	Timeout   time.Duration
 	MaxOutput string
-	Memory    string
+	Limits    cmdutil.LimitFlags
 	Fuel      int64
 	Context   string
 	Check     bool
@@ -95,7 +95,7 @@ signal N killed it; 2 for a usage error.`,
 	fl.StringVarP(&o.Backend, "backend", "b", "", "backend: auto, daemon, native or pyodide (default from config: auto)")
 	fl.StringVarP(&o.Code, "code", "c", "", "code to run")
 	fl.DurationVar(&o.Timeout, "timeout", 0, "wall-clock limit, e.g. 10s (default from config: 30s)")
-	fl.StringVar(&o.Memory, "memory", "", "memory limit, e.g. 64MiB (enforced by the pyodide backend)")
+	o.Limits.Register(fl)
 	fl.Int64Var(&o.Fuel, "fuel", 0, "CPU budget in fuel units (pyodide backend; 0: its default, -1: unlimited)")
 	fl.StringVar(&o.MaxOutput, "max-output", "", "bytes of stdout and of stderr to keep, head and tail (e.g. 1000, 64KiB; default 1MiB)")
 	fl.StringVar(&o.Context, "context", "", "file whose content becomes the `context` variable (python) or $RLM_CONTEXT_FILE")
@@ -243,12 +243,8 @@ func (o *Options) program(cfg config.Config) (core.Program, error) {
 	}
 	p.Limits.MaxOutputBytes = int64(cfg.Limits.MaxOutput)
 	p.Limits.Fuel = o.Fuel
-	if o.Memory != "" {
-		n, err := config.ParseSize(o.Memory)
-		if err != nil || n <= 0 {
-			return p, fmt.Errorf("--memory: %q is not a positive size", o.Memory)
-		}
-		p.Limits.MemoryBytes = n
+	if err := o.Limits.Apply(cfg.Limits, &p.Limits); err != nil {
+		return p, err
 	}
 	if o.MaxOutput != "" {
 		n, err := config.ParseSize(o.MaxOutput)

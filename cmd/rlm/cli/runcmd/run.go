@@ -63,6 +63,7 @@ type Options struct {
 	Quiet         bool
 	Verbose       bool
 	Changed       func(name string) bool
+	Limits        cmdutil.LimitFlags
 
 	// Sandbox replaces the backend's sessions (tests).
 	Sandbox core.SandboxFactory
@@ -133,6 +134,7 @@ Exit status:
 	fl.StringVar(&o.Trace, "trace", "", "write every event of the run to FILE as JSON lines")
 	fl.StringVar(&o.Format, "format", "text", "output: text (the answer) or json (answer, source, usage)")
 	fl.StringVarP(&o.Backend, "backend", "b", "", "what runs the REPL: auto, daemon, native or pyodide (default from config: auto)")
+	o.Limits.Register(fl)
 	fl.StringVar(&o.BaseURL, "base-url", "", "the provider's endpoint (OpenAI-compatible servers, a local Ollama...)")
 	fl.StringVar(&o.Transcript, "transcript", "", "trace or transcript the replay provider answers from")
 	fl.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress on stderr")
@@ -257,6 +259,9 @@ func (o *Options) resolve(cfg config.Config) (*plan, error) {
 	}
 	p.budget = b
 	p.limits = core.Limits{Wall: time.Duration(cfg.Limits.Timeout), MaxOutputBytes: int64(cfg.Limits.MaxOutput)}
+	if err := o.Limits.Apply(cfg.Limits, &p.limits); err != nil {
+		return nil, err
+	}
 	p.maxOutput = rc.MaxOutputChars
 	p.backend = first(o.Backend, cfg.Backend)
 	if err := backend.Check(p.backend); err != nil {

@@ -29,9 +29,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// isolate points every plugin and tool search at directories this test
+// hermetic points every plugin and tool search at directories this test
 // controls; it returns a plugin directory holding rlm-plugin-python.
-func isolate(t *testing.T) (pluginDir, emptyPath string) {
+func hermetic(t *testing.T) (pluginDir, emptyPath string) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	t.Setenv("XDG_CACHE_HOME", filepath.Join(home, "cache"))
@@ -73,7 +73,7 @@ func (s *syncWriter) Write(b []byte) (int, error) {
 }
 
 func TestStartErrors(t *testing.T) {
-	pluginDir, emptyPath := isolate(t)
+	pluginDir, emptyPath := hermetic(t)
 	ctx := context.Background()
 
 	err, _ := runServe(ctx, t, []string{pluginDir}, "--mode", "ruby")
@@ -109,7 +109,7 @@ func TestShutdownKillsRunsAfterGrace(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed")
 	}
-	pluginDir, _ := isolate(t)
+	pluginDir, _ := hermetic(t)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	addrc := make(chan string, 1)
@@ -120,7 +120,9 @@ func TestShutdownKillsRunsAfterGrace(t *testing.T) {
 		f := &cmdutil.Factory{IO: &cmdutil.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: &syncWriter{w: &errOut}}, PluginDirs: []string{pluginDir}}
 		var o *Options
 		cmd := NewCmd(f, func(opts *Options) error { o = opts; return nil })
-		cmd.SetArgs([]string{"--addr", "127.0.0.1:0", "--grace", "300ms", "--log-format", "json"})
+		// process, not the default namespace: the test reads the program's
+		// host pid from a host file.
+		cmd.SetArgs([]string{"--addr", "127.0.0.1:0", "--grace", "300ms", "--log-format", "json", "--isolation", "process"})
 		if err := cmd.Execute(); err != nil {
 			errc <- err
 			return

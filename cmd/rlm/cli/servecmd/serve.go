@@ -21,6 +21,7 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/backend"
 	"github.com/rlmkit/rlm/core/config"
+	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/server"
 )
@@ -42,6 +43,7 @@ type Options struct {
 	MaxSessions   int
 	Grace         time.Duration
 	LogFormat     string
+	Limits        cmdutil.LimitFlags
 
 	// Changed reports whether a flag was given.
 	Changed func(name string) bool
@@ -51,7 +53,7 @@ type Options struct {
 
 // NewCmd builds the command; runF replaces the run function in tests.
 func NewCmd(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	o := &Options{F: f}
+	o := &Options{F: f, Limits: cmdutil.LimitFlags{Auto: true}}
 	cmd := &cobra.Command{
 		Use:   "serve [flags]",
 		Short: "Serve sandboxed execution over HTTP (POST /execute, sessions, health, metrics)",
@@ -99,6 +101,7 @@ finish for --grace, kills what is left and exits 0.`,
 	fl.IntVar(&o.MaxSessions, "max-sessions", 0, "most sessions open at once (default from config: 64)")
 	fl.DurationVar(&o.Grace, "grace", 0, "on SIGTERM/SIGINT, time in-flight requests get to finish (default from config: 5s)")
 	fl.StringVar(&o.LogFormat, "log-format", "", "request log format on stderr: text or json (default from config: text)")
+	o.Limits.Register(fl)
 	return cmd
 }
 
@@ -202,6 +205,35 @@ func (o *Options) settings(cfg config.Config) (config.Serve, string, error) {
 	return s, b, nil
 }
 
+// limits are the sandbox of every program the server runs: [limits] and
+// the limit flags, with [serve] isolation (auto: the strongest this host
+// has) instead of exec's default. A level that cannot work here stops the
+// server with the reason rather than serving code less isolated than asked.
+func (o *Options) limits(cfg config.Config, st config.Serve, backendName string) (core.Limits, string, error) {
+	lc := cfg.Limits
+	lc.Isolation = st.Isolation
+	var l core.Limits
+	if err := o.Limits.Apply(lc, &l); err != nil {
+		return l, "", cmdutil.Usage(err)
+	}
+	if backendName == backend.Pyodide {
+		// WebAssembly is its own sandbox; native levels do not apply.
+		l.Isolation = "wasm"
+		return l, "wasm", nil
+	}
+	if l.Isolation != string(isolate.LevelNone) {
+		if err := isolate.Available(isolate.Level(l.Isolation)); err != nil {
+			return l, "", fmt.Errorf("isolation %s cannot work on this host: %v", l.Isolation, err)
+		}
+	}
+	// Python REPL sessions get at most process isolation (plugins/python).
+	session := l.Isolation
+	if session == string(isolate.LevelNamespace) {
+		session = string(isolate.LevelProcess)
+	}
+	return l, session, nil
+}
+
 // Run starts the server and blocks until ctx ends (a signal), then shuts
 // down gracefully.
 func Run(ctx context.Context, o *Options) error {
@@ -212,6 +244,10 @@ func Run(ctx context.Context, o *Options) error {
 	st, backendName, err := o.settings(cfg)
 	if err != nil {
 		return cmdutil.Usage(err)
+	}
+	limits, sessionIsolation, err := o.limits(cfg, st, backendName)
+	if err != nil {
+		return err
 	}
 	var logger *slog.Logger
 	if st.LogFormat == "json" {
@@ -232,21 +268,23 @@ func Run(ctx context.Context, o *Options) error {
 		return modeError(err)
 	}
 	srv, err := server.New(server.Config{
-		Modes:          modes,
-		Open:           open,
-		Runtimes:       rts,
-		MaxConcurrent:  st.MaxConcurrent,
-		Queue:          st.Queue,
-		QueueWait:      time.Duration(st.QueueWait),
-		BodyLimit:      int64(st.BodyLimit),
-		DefaultTimeout: time.Duration(cfg.Limits.Timeout),
-		MaxTimeout:     time.Duration(st.MaxTimeout),
-		MaxOutput:      int64(cfg.Limits.MaxOutput),
-		Token:          st.Token,
-		SessionIdle:    time.Duration(st.SessionIdle),
-		MaxSessions:    st.MaxSessions,
-		Logger:         logger,
-		Version:        versioncmd.String(),
+		Modes:            modes,
+		Open:             open,
+		Runtimes:         rts,
+		MaxConcurrent:    st.MaxConcurrent,
+		Queue:            st.Queue,
+		QueueWait:        time.Duration(st.QueueWait),
+		BodyLimit:        int64(st.BodyLimit),
+		DefaultTimeout:   time.Duration(cfg.Limits.Timeout),
+		MaxTimeout:       time.Duration(st.MaxTimeout),
+		MaxOutput:        int64(cfg.Limits.MaxOutput),
+		Limits:           limits,
+		SessionIsolation: sessionIsolation,
+		Token:            st.Token,
+		SessionIdle:      time.Duration(st.SessionIdle),
+		MaxSessions:      st.MaxSessions,
+		Logger:           logger,
+		Version:          versioncmd.String(),
 	})
 	if err != nil {
 		for _, rt := range rts {
@@ -273,7 +311,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	addr := ln.Addr().String()
 	logger.Info("listening", "addr", "http://"+addr, "modes", strings.Join(modes, ","),
-		"max_concurrent", srv.Capacity(), "queue", st.Queue, "auth", st.Token != "", "version", versioncmd.String())
+		"max_concurrent", srv.Capacity(), "queue", st.Queue, "auth", st.Token != "", "isolation", limits.Isolation, "version", versioncmd.String())
 	if o.Ready != nil {
 		o.Ready(addr)
 	}

@@ -34,7 +34,7 @@ func TestFlagsOverConfig(t *testing.T) {
 	}
 	want := config.Serve{Addr: "127.0.0.1:9", Mode: "python,shell", MaxConcurrent: 3, Queue: 0,
 		QueueWait: config.Duration(2 * time.Second), BodyLimit: 1 << 20, MaxTimeout: config.Duration(time.Minute),
-		Token: "t", SessionIdle: config.Duration(time.Minute), MaxSessions: 5, Grace: config.Duration(time.Second), LogFormat: "json"}
+		Token: "t", SessionIdle: config.Duration(time.Minute), MaxSessions: 5, Grace: config.Duration(time.Second), LogFormat: "json", Isolation: "auto"}
 	if s != want || b != "native" {
 		t.Errorf("got %+v %s\nwant %+v", s, b, want)
 	}

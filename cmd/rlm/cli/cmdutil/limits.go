@@ -1,0 +1,99 @@
+package cmdutil
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/config"
+	"github.com/rlmkit/rlm/core/isolate"
+)
+
+// LimitFlags are the sandbox flags exec and run share, so both spell,
+// default and validate them the same way: flag > environment > config.
+type LimitFlags struct {
+	Isolation    string
+	Memory       string
+	MaxProcesses int64
+	MaxDisk      string
+	CPU          time.Duration
+	AllowNetwork bool
+
+	// Auto admits --isolation auto (the strongest level available), for
+	// rlm serve.
+	Auto bool
+	fs   *pflag.FlagSet
+}
+
+// Register adds the flags to fs.
+func (l *LimitFlags) Register(fs *pflag.FlagSet) {
+	l.fs = fs
+	if l.Auto {
+		fs.StringVar(&l.Isolation, "isolation", "", "sandbox of native runtimes: auto (the strongest available), none, process or namespace (default from config: auto)")
+	} else {
+		fs.StringVar(&l.Isolation, "isolation", "", "sandbox of native runtimes: none, process or namespace (default from config: process)")
+	}
+	fs.StringVar(&l.Memory, "memory", "", "memory limit, e.g. 256MiB (default from config: 1GiB; 0: none)")
+	fs.Int64Var(&l.MaxProcesses, "max-processes", 0, "processes the code may run at once (default from config: 256; 0: none)")
+	fs.StringVar(&l.MaxDisk, "max-disk", "", "total size the working directory may grow to, e.g. 64MiB (needs root; default: none)")
+	fs.DurationVar(&l.CPU, "cpu", 0, "CPU time limit, whole seconds, e.g. 10s (default: none)")
+	fs.BoolVar(&l.AllowNetwork, "allow-network", false, "keep the host network under --isolation namespace")
+}
+
+func (l *LimitFlags) changed(name string) bool { return l.fs != nil && l.fs.Changed(name) }
+
+// Apply sets dst's isolation and resource limits from the flags over cfg.
+// Its errors are usage errors.
+func (l *LimitFlags) Apply(cfg config.Limits, dst *core.Limits) error {
+	dst.Isolation = cfg.Isolation
+	dst.MemoryBytes = int64(cfg.Memory)
+	dst.MaxProcesses = cfg.MaxProcesses
+	dst.MaxDiskBytes = int64(cfg.MaxDisk)
+	dst.CPU = time.Duration(cfg.CPU)
+	if l.changed("isolation") {
+		switch l.Isolation {
+		case "none", "process", "namespace":
+			dst.Isolation = l.Isolation
+		case "auto":
+			if !l.Auto {
+				return fmt.Errorf("--isolation: auto is for rlm serve: use none, process or namespace")
+			}
+			dst.Isolation = l.Isolation
+		default:
+			return fmt.Errorf("--isolation: %q is not a level: use none, process or namespace", l.Isolation)
+		}
+	}
+	if l.changed("memory") {
+		n, err := config.ParseSize(l.Memory)
+		if err != nil || n < 0 {
+			return fmt.Errorf("--memory: %q is not a size (e.g. 256MiB, or 0 for no limit)", l.Memory)
+		}
+		dst.MemoryBytes = n
+	}
+	if l.changed("max-processes") {
+		if l.MaxProcesses < 0 {
+			return fmt.Errorf("--max-processes must not be negative (0 means no limit)")
+		}
+		dst.MaxProcesses = l.MaxProcesses
+	}
+	if l.changed("max-disk") {
+		n, err := config.ParseSize(l.MaxDisk)
+		if err != nil || n < 0 {
+			return fmt.Errorf("--max-disk: %q is not a size (e.g. 64MiB, or 0 for no limit)", l.MaxDisk)
+		}
+		dst.MaxDiskBytes = n
+	}
+	if l.changed("cpu") {
+		if l.CPU < 0 {
+			return fmt.Errorf("--cpu must not be negative (0 means no limit)")
+		}
+		dst.CPU = l.CPU
+	}
+	dst.AllowNetwork = l.AllowNetwork
+	if dst.Isolation == "auto" {
+		dst.Isolation = string(isolate.Strongest())
+	}
+	return nil
+}
