@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -28,5 +29,29 @@ func TestServeKeys(t *testing.T) {
 		if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "serve.") {
 			t.Errorf("%s accepted: %v", bad, err)
 		}
+	}
+}
+
+func TestLimitsValidated(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "rlm.toml")
+	for _, tc := range []struct{ file, key string }{
+		{"[limits]\nisolation = \"jail\"\n", "limits.isolation"},
+		{"[limits]\nmemory = -1\n", "negative"},
+		{"[limits]\nmax_processes = -1\n", "limits.max_processes"},
+		{"[serve]\nisolation = \"strong\"\n", "serve.isolation"},
+	} {
+		os.WriteFile(p, []byte(tc.file), 0o644)
+		_, err := Load(p)
+		if err == nil || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("%q: got %v, want an error naming %s", tc.file, err, tc.key)
+		}
+	}
+	os.WriteFile(p, []byte("[limits]\nisolation = \"namespace\"\nmemory = \"256MiB\"\nmax_disk = \"64MiB\"\ncpu = \"5s\"\n[serve]\nisolation = \"process\"\n"), 0o644)
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Limits.Isolation != "namespace" || c.Limits.Memory != 256<<20 || c.Limits.MaxDisk != 64<<20 || c.Limits.CPU != Duration(5e9) || c.Serve.Isolation != "process" {
+		t.Errorf("got %+v %+v", c.Limits, c.Serve.Isolation)
 	}
 }

@@ -71,6 +71,11 @@ type Config struct {
 	// MaxOutputBytes is the output limit warm sessions are opened with; a
 	// request asking for another one gets a session of its own.
 	MaxOutputBytes int64
+	// Sandbox holds the isolation and resource limits warm sessions are
+	// opened with (its wall clock and output fields are ignored): the
+	// configured defaults, so that a plain `rlm exec` fits a warm worker.
+	// A request asking for other limits gets a run or session of its own.
+	Sandbox *pb.Limits
 	// Drain is how long a stop waits for running requests and sessions
 	// before it cuts them off (default 10s).
 	Drain time.Duration
@@ -240,7 +245,13 @@ func (s *Server) host(name string) *host {
 	// A pooled runtime has its pool even at size 0, so SetWorkers can
 	// grow it later.
 	if slices.Contains(s.cfg.Runtimes, name) {
-		h.template = &pb.OpenSession{Runtime: name, Limits: &pb.Limits{MaxOutputBytes: s.cfg.MaxOutputBytes}}
+		lim := &pb.Limits{}
+		if s.cfg.Sandbox != nil {
+			lim = proto.Clone(s.cfg.Sandbox).(*pb.Limits)
+			lim.WallMs = 0
+		}
+		lim.MaxOutputBytes = s.cfg.MaxOutputBytes
+		h.template = &pb.OpenSession{Runtime: name, Limits: lim}
 		h.pool = pool.New(h.openWarm, s.cfg.Workers)
 	}
 	s.hosts[name] = h

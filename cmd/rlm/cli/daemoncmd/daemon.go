@@ -21,8 +21,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/daemon"
+	pb "github.com/rlmkit/rlm/core/proto"
 )
 
 // Options are the daemon commands' parsed flags.
@@ -107,6 +109,16 @@ pools (idle workers above the new number are closed).`,
 }
 
 // resolve applies the config under the flags.
+// sandbox is the configured isolation and limits, as exec sends them when
+// no flag overrides them (cmdutil.LimitFlags): warm workers are opened
+// with them so that such a request fits one.
+func sandbox(cl config.Limits) *pb.Limits {
+	var l core.Limits
+	var none cmdutil.LimitFlags
+	_ = none.Apply(cl, &l) // no flags set: only cl's values, already validated
+	return l.Proto()
+}
+
 func (o *Options) resolve() (daemon.Config, error) {
 	cfg, _, err := o.F.Config()
 	if err != nil {
@@ -118,6 +130,7 @@ func (o *Options) resolve() (daemon.Config, error) {
 		Runtimes:       cfg.Daemon.Runtimes,
 		Plugins:        o.F.SearchPath(),
 		MaxOutputBytes: int64(cfg.Limits.MaxOutput),
+		Sandbox:        sandbox(cfg.Limits),
 		Drain:          time.Duration(cfg.Daemon.DrainTimeout),
 	}
 	if o.Socket != "" {
