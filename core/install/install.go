@@ -199,6 +199,11 @@ func (in *Installer) Ensure(ctx context.Context, reqs []string, opt *pb.InstallO
 		}
 		return &Outcome{Duration: time.Since(start), Failed: failure(res, why)}, nil
 	}
+	// MkdirTemp made it 0700; a namespace sandbox started by root reads it
+	// as uid 65534 (the files inside are the installer's usual 0644/0755).
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("caching the installed requirements: %w", err)
+	}
 	if err := os.Rename(tmp, final); err != nil {
 		return nil, fmt.Errorf("caching the installed requirements: %w", err)
 	}

@@ -35,7 +35,7 @@ func newStage(paths []string) (*stage, error) {
 	if len(paths) == 0 {
 		return st, nil
 	}
-	base, err := os.MkdirTemp("", "rlm-isolate-ro-")
+	base, err := os.MkdirTemp(sandboxTempDir(true), "rlm-isolate-ro-")
 	if err != nil {
 		return nil, err
 	}

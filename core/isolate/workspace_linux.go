@@ -27,7 +27,7 @@ type workspace struct {
 }
 
 func newWorkspace(hostDir string, size int64, owner int) (*workspace, error) {
-	base, err := os.MkdirTemp("", "rlm-isolate-ws-")
+	base, err := os.MkdirTemp(sandboxTempDir(owner >= 0), "rlm-isolate-ws-")
 	if err != nil {
 		return nil, fmt.Errorf("private working directory: %w", err)
 	}
@@ -108,6 +108,26 @@ func (w *workspace) remove() error {
 		w.base = ""
 	}
 	return errors.Join(errs...)
+}
+
+// sandboxTempDir is where directories the sandbox user must reach are made:
+// TMPDIR when other users can traverse down to it, else /tmp. A private
+// TMPDIR (a test harness's, one under a 0700 home) would otherwise make every
+// namespace run of a root caller fail.
+func sandboxTempDir(forOthers bool) string {
+	dir := os.TempDir()
+	if !forOthers {
+		return dir
+	}
+	for p := dir; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return "/tmp"
+		}
+		if p == "/" {
+			return dir
+		}
+	}
 }
 
 // reachableBy chmods dir to mode and checks that every ancestor lets other
