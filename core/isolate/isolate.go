@@ -225,6 +225,9 @@ type Outcome struct {
 	Ending   Ending
 	ExitCode int    // the exit status, or -1 when killed by a signal
 	Signal   string // "SIGKILL" etc. when killed by a signal
+	// SignalNumber is Signal's number (0 when none), so callers need no
+	// platform table to turn the name back into a wait status.
+	SignalNumber int
 	// PeakMemoryBytes is the memory cgroup's high-water mark, or the largest
 	// RSS of the waited-for processes when there is no cgroup; 0 when unknown.
 	PeakMemoryBytes int64

@@ -858,7 +858,7 @@ func (c *Cmd) computeOutcome() Outcome {
 		signaled, sig, o.ExitCode = true, syscall.Signal(o.ExitCode-128), -1
 	}
 	if signaled {
-		o.Signal = signalName(sig)
+		o.Signal, o.SignalNumber = signalName(sig), int(sig)
 	}
 	var oom, pidsMax, peak int64
 	if c.cg != nil {

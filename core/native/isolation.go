@@ -5,8 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 
 	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/program"
@@ -75,7 +74,7 @@ func (p *isolatedProcess) Wait() (program.Exit, error) {
 		EndedBy:         endedBy(o.Ending),
 	}
 	if o.Signal != "" {
-		ex.Signal = unix.SignalNum(o.Signal)
+		ex.Signal = syscall.Signal(o.SignalNumber)
 		ex.Code = 0
 	}
 	return ex, err
