@@ -115,7 +115,9 @@ const (
 // carry several prompts; the results must be in the same order). A returned
 // error is raised in the cell as LLMQueryError (a RuntimeError). ctx is
 // cancelled when the cell is interrupted or ends.
-type CallbackFunc func(ctx context.Context, cb *proto.Callback) (results []string, err error)
+//
+// It is an alias, so a Process satisfies core/plugin.REPL as it is.
+type CallbackFunc = func(ctx context.Context, cb *proto.Callback) (results []string, err error)
 
 // ErrClosed is returned by calls on a closed Process.
 var ErrClosed = errors.New("repl: session closed")

@@ -1,0 +1,187 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/rlmkit/rlm/core/program"
+	pb "github.com/rlmkit/rlm/core/proto"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// CallbackFunc forwards a cell's llm_query / rlm_query to the session's
+// client and returns one answer per prompt. It is an alias so that a
+// runtime's own callback type can be one too, with no conversion.
+type CallbackFunc = func(ctx context.Context, cb *pb.Callback) ([]string, error)
+
+// REPL is what a runtime needs to provide for ServeSession to serve its
+// Session RPC: a live interpreter that runs one cell at a time.
+type REPL interface {
+	// Execute runs one cell. cb answers the cell's model queries over the
+	// stream; an error is only for a cell that could not be run at all.
+	Execute(ctx context.Context, code string, timeout time.Duration, cb CallbackFunc) (*pb.Result, error)
+	// Variable reads a global as JSON; found is false when it is not
+	// defined.
+	Variable(ctx context.Context, name string) (found bool, jsonValue string, err error)
+	// Interrupt stops the running cell as gently as the runtime can; it is
+	// called from the stream's receive loop, beside a running Execute.
+	Interrupt() error
+}
+
+// SessionOptions describe what ServeSession stamps on every result.
+type SessionOptions struct {
+	Backend   string        // "native", "pyodide"
+	Isolation string        // reported when the runtime's result has none
+	Wall      time.Duration // a cell's timeout when Execute asks for none (0: program.DefaultWall)
+}
+
+// ReceiveOpen reads a Session stream's first message, which must open it.
+func ReceiveOpen(stream pb.Runtime_SessionServer) (*pb.OpenSession, error) {
+	first, err := stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	open := first.GetOpen()
+	if open == nil {
+		return nil, status.Error(codes.InvalidArgument, "the first session message must be open")
+	}
+	return open, nil
+}
+
+// SendFatal tells the client the session cannot go on (typically before it
+// was opened) and lets the stream end.
+func SendFatal(stream pb.Runtime_SessionServer, msg string) error {
+	return stream.Send(&pb.SessionResponse{Msg: &pb.SessionResponse_Error{Error: &pb.SessionError{Message: msg, Fatal: true}}})
+}
+
+// ServeSession serves an opened session until the client closes it or goes
+// away. The caller has already read the open message, started repl and sent
+// Opened; it closes repl when this returns.
+//
+// The receive loop never blocks on a cell: cells and variable reads run one
+// at a time on a worker goroutine, while the loop keeps routing callback
+// replies and cancels to it. That is what lets a cell wait on a model answer
+// that arrives on the same stream.
+func ServeSession(stream pb.Runtime_SessionServer, repl REPL, opts SessionOptions) error {
+	ss := &sessionServer{stream: stream, repl: repl, opts: opts, replies: map[uint64]chan *pb.CallbackReply{}}
+	return ss.serve()
+}
+
+type sessionServer struct {
+	stream pb.Runtime_SessionServer
+	repl   REPL
+	opts   SessionOptions
+
+	sendMu  sync.Mutex
+	mu      sync.Mutex
+	replies map[uint64]chan *pb.CallbackReply
+}
+
+func (ss *sessionServer) send(m *pb.SessionResponse) error {
+	ss.sendMu.Lock()
+	defer ss.sendMu.Unlock()
+	return ss.stream.Send(m)
+}
+
+func (ss *sessionServer) serve() error {
+	work := make(chan *pb.SessionRequest, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for req := range work {
+			ss.handle(req)
+		}
+	}()
+	defer func() {
+		close(work)
+		_ = ss.repl.Interrupt()
+		<-done
+	}()
+	for {
+		req, err := ss.stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		switch m := req.GetMsg().(type) {
+		case *pb.SessionRequest_Execute, *pb.SessionRequest_GetVariable:
+			work <- req
+		case *pb.SessionRequest_Cancel:
+			_ = ss.repl.Interrupt()
+		case *pb.SessionRequest_CallbackReply:
+			ss.mu.Lock()
+			ch := ss.replies[m.CallbackReply.GetCallId()]
+			delete(ss.replies, m.CallbackReply.GetCallId())
+			ss.mu.Unlock()
+			if ch != nil {
+				ch <- m.CallbackReply
+			}
+		case *pb.SessionRequest_Close:
+			return nil
+		case *pb.SessionRequest_Open:
+			_ = ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Error{Error: &pb.SessionError{Message: "session already open"}}})
+		}
+	}
+}
+
+func (ss *sessionServer) handle(req *pb.SessionRequest) {
+	ctx := ss.stream.Context()
+	switch m := req.GetMsg().(type) {
+	case *pb.SessionRequest_Execute:
+		timeout := time.Duration(m.Execute.GetTimeoutMs()) * time.Millisecond
+		if timeout <= 0 {
+			timeout = ss.opts.Wall
+		}
+		if timeout <= 0 {
+			timeout = program.DefaultWall
+		}
+		res, err := ss.repl.Execute(ctx, m.Execute.GetCode(), timeout, ss.callback)
+		if err != nil {
+			res = &pb.Result{ExitCode: -1, Error: err.Error(), EndedBy: pb.EndedBy_CRASHED}
+		}
+		res.Backend = ss.opts.Backend
+		if res.Isolation == "" {
+			res.Isolation = ss.opts.Isolation
+		}
+		_ = ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Result{Result: &pb.CellResult{Id: m.Execute.GetId(), Result: res}}})
+	case *pb.SessionRequest_GetVariable:
+		found, js, err := ss.repl.Variable(ctx, m.GetVariable.GetName())
+		v := &pb.Variable{Id: m.GetVariable.GetId(), Found: found, Json: js}
+		if err != nil {
+			v.Error = err.Error()
+		}
+		_ = ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Variable{Variable: v}})
+	}
+}
+
+// callback forwards a cell's model query to the client and waits for its
+// reply on the same stream.
+func (ss *sessionServer) callback(ctx context.Context, cb *pb.Callback) ([]string, error) {
+	ch := make(chan *pb.CallbackReply, 1)
+	ss.mu.Lock()
+	ss.replies[cb.GetCallId()] = ch
+	ss.mu.Unlock()
+	if err := ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Callback{Callback: cb}}); err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		if r.GetError() != "" {
+			return nil, errors.New(r.GetError())
+		}
+		return r.GetResults(), nil
+	case <-ctx.Done():
+		ss.mu.Lock()
+		delete(ss.replies, cb.GetCallId())
+		ss.mu.Unlock()
+		return nil, ctx.Err()
+	case <-ss.stream.Context().Done():
+		return nil, errors.New("session client went away")
+	}
+}
