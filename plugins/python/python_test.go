@@ -10,13 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/sessiontest"
 )
 
 // These tests run the real plugin binary over real go-plugin RPC against the
@@ -115,41 +115,12 @@ func TestJSONContext(t *testing.T) {
 }
 
 func TestBridgesReachGo(t *testing.T) {
-	var mu sync.Mutex
-	var calls []string
+	var rec sessiontest.Recorder
 	s := open(t, launch(t), core.SessionOptions{
-		Context: &core.Context{Data: []byte("the whole context")},
-		Bridges: core.Bridges{
-			LLMQuery: func(_ context.Context, prompt, model string) (string, error) {
-				mu.Lock()
-				calls = append(calls, "llm:"+prompt+"|"+model)
-				mu.Unlock()
-				return "answer to " + prompt, nil
-			},
-			RLMQuery: func(_ context.Context, task string, sub *string) (string, error) {
-				c := "<default>"
-				if sub != nil {
-					c = *sub
-				}
-				mu.Lock()
-				calls = append(calls, "rlm:"+task+"|"+c)
-				mu.Unlock()
-				return "sub " + task, nil
-			},
-		},
+		Context: &core.Context{Data: []byte(sessiontest.BridgeContext)},
+		Bridges: rec.Bridges(),
 	})
-	r := run(t, s, `print(llm_query("q1", model="m"))
-print(rlm_query("t1"))
-print(rlm_query("t2", "piece"))
-context = "changed"
-print(rlm_query("t3"))`)
-	if r.Stdout != "answer to q1\nsub t1\nsub t2\nsub t3\n" || r.Error != "" {
-		t.Fatalf("stdout %q error %q stderr %q", r.Stdout, r.Error, r.Stderr)
-	}
-	want := []string{"llm:q1|m", "rlm:t1|<default>", "rlm:t2|piece", "rlm:t3|changed"}
-	if fmt.Sprint(calls) != fmt.Sprint(want) {
-		t.Fatalf("calls %v want %v", calls, want)
-	}
+	sessiontest.CheckBridges(t, s, &rec)
 }
 
 func TestBatchedQueriesRunConcurrently(t *testing.T) {
