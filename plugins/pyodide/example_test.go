@@ -2,11 +2,11 @@ package pyodide_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log"
 	"time"
 
+	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/plugins/pyodide"
 )
 
@@ -45,8 +45,8 @@ func ExampleRunner_OpenSession() {
 
 	s, err := r.OpenSession(ctx, pyodide.SessionSpec{
 		Context: []byte("a long document"),
-		Callback: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
-			return "an answer", nil // call a model here
+		Callback: func(ctx context.Context, cb *pb.Callback) ([]string, error) {
+			return []string{"an answer"}, nil // call a model here, once per cb.Prompts
 		},
 	})
 	if err != nil {

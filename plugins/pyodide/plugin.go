@@ -2,6 +2,9 @@ package pyodide
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +43,7 @@ func (s *Server) get(ctx context.Context) (*Runner, error) {
 func (s *Server) Info(ctx context.Context, _ *pb.InfoRequest) (*pb.InfoResponse, error) {
 	r := &pb.InfoResponse{
 		Name: "pyodide", PluginVersion: native.Version, Language: "python", FileExtension: ".py",
-		Capabilities: []string{"program", "fuel", "files", "check"}, Backend: "pyodide",
+		Capabilities: []string{"repl", "program", "fuel", "files", "check"}, Backend: "pyodide",
 		IsolationLevels: []string{"wasm"},
 	}
 	rn, err := s.get(ctx)
@@ -101,6 +104,87 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	}
 	return out, nil
 }
+
+// Session serves a REPL: one guest interpreter that keeps its globals
+// between cells, with `context` and the llm_query / rlm_query bridges
+// answered over the stream (core/plugin.ServeSession). Limits from open
+// hold for every cell: fuel and output per cell, memory for the session.
+func (s *Server) Session(stream pb.Runtime_SessionServer) error {
+	open, err := plugin.ReceiveOpen(stream)
+	if err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	rn, err := s.get(ctx)
+	if err != nil {
+		return plugin.SendFatal(stream, err.Error())
+	}
+	spec := SessionSpec{Env: open.GetEnv(), MemoryBytes: uint64(max(0, open.GetLimits().GetMemoryBytes()))}
+	if c := open.GetContext(); c != nil {
+		switch c.GetKind() {
+		case "", "text":
+		case "json":
+			if !json.Valid(c.GetData()) {
+				return plugin.SendFatal(stream, "the context is not valid JSON (kind json): pass it as text, or fix the document")
+			}
+			spec.ContextJSON = true
+		default:
+			return plugin.SendFatal(stream, fmt.Sprintf("unknown context kind %q (want text or json)", c.GetKind()))
+		}
+		spec.Context = c.GetData()
+		if spec.Context == nil {
+			spec.Context = []byte{}
+		}
+	}
+	start := time.Now()
+	sess, err := rn.OpenSession(ctx, spec)
+	if err != nil {
+		return plugin.SendFatal(stream, "starting the WebAssembly python: "+err.Error())
+	}
+	defer sess.Close()
+	version, _ := rn.RuntimeVersion(ctx)
+	if err := stream.Send(&pb.SessionResponse{Msg: &pb.SessionResponse_Opened{Opened: &pb.Opened{
+		RuntimeVersion: version, Backend: "pyodide", StartupMs: time.Since(start).Milliseconds()}}}); err != nil {
+		return err
+	}
+	l := open.GetLimits()
+	return plugin.ServeSession(stream, &sessionREPL{s: sess, fuel: l.GetFuel(), maxOutput: int(l.GetMaxOutputBytes())},
+		plugin.SessionOptions{Backend: "pyodide", Isolation: "wasm", Wall: time.Duration(l.GetWallMs()) * time.Millisecond})
+}
+
+// sessionREPL is a Session as core/plugin's stream server sees it.
+type sessionREPL struct {
+	s         *Session
+	fuel      int64
+	maxOutput int
+}
+
+func (a *sessionREPL) Execute(ctx context.Context, code string, timeout time.Duration, cb plugin.CallbackFunc) (*pb.Result, error) {
+	res, err := a.s.Execute(ctx, CellSpec{Code: code, Fuel: a.fuel, Timeout: timeout, MaxOutputBytes: a.maxOutput, Callback: cb})
+	if err != nil {
+		return nil, err
+	}
+	return toProto(res), nil
+}
+
+// Variable answers as the native REPL does: a value JSON cannot encode
+// comes back as a JSON string holding its repr.
+func (a *sessionREPL) Variable(ctx context.Context, name string) (bool, string, error) {
+	repr, js, err := a.s.GetVariable(ctx, name)
+	if errors.Is(err, ErrUndefined) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	if js == nil {
+		b, _ := json.Marshal(repr)
+		js = b
+	}
+	return true, string(js), nil
+}
+
+func (a *sessionREPL) Interrupt() error { return a.s.Interrupt() }
 
 // Check compiles code without running it.
 func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {

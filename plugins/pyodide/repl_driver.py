@@ -36,40 +36,82 @@ def _rlm_driver(ctx_kind):
     class LLMQueryError(RuntimeError):
         """A model query made through llm_query / rlm_query failed."""
 
-    def call(method, params):
+    def call(kind, prompts, contexts=None, has_context=None, model=None):
+        # The same request the native driver sends, so one host bridge
+        # (core/plugin.CallbackFunc) answers both backends.
         counter[0] += 1
-        send({'type': 'callback', 'id': counter[0], 'method': method, 'params': params})
+        req = {'type': 'callback', 'id': counter[0], 'kind': kind, 'prompts': prompts}
+        if contexts is not None:
+            req['contexts'], req['has_context'] = contexts, has_context
+        if model is not None:
+            req['model'] = model
+        send(req)
         msg = recv()
         if msg.get('error'):
-            raise LLMQueryError('%s failed: %s' % (method, msg['error']))
-        return msg.get('result')
+            raise LLMQueryError('%s failed: %s' % (kind, msg['error']))
+        results = msg.get('results') or []
+        if len(results) != len(prompts):
+            raise LLMQueryError('%s: expected %d results, got %d' % (kind, len(prompts), len(results)))
+        return results
+
+    def as_text(x, what):
+        if isinstance(x, str):
+            return x
+        if isinstance(x, (bytes, bytearray)):
+            return bytes(x).decode('utf-8', 'replace')
+        raise TypeError('%s must be a str, not %s' % (what, type(x).__name__))
+
+    def ctx_text(c):
+        if isinstance(c, (str, bytes, bytearray)):
+            return as_text(c, 'ctx')
+        try:
+            return json.dumps(c, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return repr(c)
+
+    def model_name(model):
+        return None if model is None else as_text(model, 'model')
 
     def llm_query(prompt, model=None):
         """Ask the language model one question; returns its answer as a str."""
-        return call('llm_query', {'prompt': prompt, 'model': model})
+        return call('llm_query', [as_text(prompt, 'prompt')], model=model_name(model))[0]
 
     def llm_query_batched(prompts, model=None):
-        """Ask several questions at once; returns the answers in order."""
-        return call('llm_query_batched', {'prompts': list(prompts), 'model': model})
+        """Ask several questions in one round trip (the host runs them
+        concurrently); returns the answers in order."""
+        prompts = [as_text(p, 'prompt') for p in prompts]
+        if not prompts:
+            return []
+        return call('llm_query', prompts, model=model_name(model))
+
+    def sub_contexts(ctxs):
+        # A ctx of None means the session's context: sent only when the
+        # cell rebound `context` (the host already has the original).
+        cur = g.get('context')
+        texts, has = [], []
+        for c in ctxs:
+            if c is None and cur is not opened_context[0]:
+                c = cur
+            has.append(c is not None)
+            texts.append(ctx_text(c) if c is not None else '')
+        return texts, has
 
     def rlm_query(task, ctx=None):
-        """Run a recursive RLM sub-task; ctx defaults to the session's context
-        (which is then not sent back: the host already has it)."""
-        params = {'prompt': task}
-        if ctx is not None:
-            params['context'] = ctx if isinstance(ctx, str) else json.dumps(ctx)
-        return call('rlm_query', params)
+        """Run a recursive RLM sub-task. ctx defaults to the current `context`."""
+        texts, has = sub_contexts([ctx])
+        return call('rlm_query', [as_text(task, 'task')], texts, has)[0]
 
     def rlm_query_batched(tasks, ctxs=None):
-        """Run several recursive sub-tasks; returns their answers in order."""
-        tasks = list(tasks)
-        params = {'prompts': tasks}
-        if ctxs is not None:
-            ctxs = list(ctxs)
-            if len(ctxs) != len(tasks):
-                raise ValueError('rlm_query_batched: %d tasks but %d contexts' % (len(tasks), len(ctxs)))
-            params['contexts'] = [c if c is None or isinstance(c, str) else json.dumps(c) for c in ctxs]
-        return call('rlm_query_batched', params)
+        """Run several sub-tasks in one round trip; ctxs, when given, has one
+        entry per task (None: the current `context`)."""
+        tasks = [as_text(t, 'task') for t in tasks]
+        if not tasks:
+            return []
+        ctxs = [None] * len(tasks) if ctxs is None else list(ctxs)
+        if len(ctxs) != len(tasks):
+            raise ValueError('rlm_query_batched: %d tasks but %d contexts' % (len(tasks), len(ctxs)))
+        texts, has = sub_contexts(ctxs)
+        return call('rlm_query', tasks, texts, has)
 
     def chunk_text(text, size=2000, overlap=200):
         """Split text into chunks of size characters, each sharing overlap
@@ -119,6 +161,7 @@ def _rlm_driver(ctx_kind):
         g['context'] = json.loads(data) if ctx_kind == 'json' else data.decode('utf-8', 'replace')
     except FileNotFoundError:
         g['context'] = None
+    opened_context = [g['context']]
     reserved = set(g) - {'context'}
 
     def run_cell(code):
@@ -159,7 +202,8 @@ def _rlm_driver(ctx_kind):
         elif op == 'get':
             name = msg.get('name')
             if name not in g:
-                send({'type': 'result', 'id': msg['id'], 'error': 'NameError: name %r is not defined' % (name,)})
+                send({'type': 'result', 'id': msg['id'], 'found': False,
+                      'error': 'NameError: name %r is not defined' % (name,)})
                 continue
             v = g[name]
             try:

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rlmkit/rlm/core/plugin"
+	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/capture"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/chanfs"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/fuel"
@@ -29,11 +31,11 @@ import (
 //go:embed repl_driver.py
 var driver string
 
-// CallbackFunc answers a guest's llm_query, llm_query_batched, rlm_query or
-// rlm_query_batched call. params is the JSON object the guest sent (prompt or
-// prompts, model); the returned value is JSON-encoded and returned to the
-// guest, an error is raised there as RuntimeError.
-type CallbackFunc func(ctx context.Context, method string, params json.RawMessage) (any, error)
+// CallbackFunc answers a guest's llm_query or rlm_query (batched forms carry
+// several prompts; one result each, in order). An error is raised in the
+// cell as LLMQueryError. It is the native REPL's callback type too, so the
+// plugin's session stream answers both backends with one bridge.
+type CallbackFunc = plugin.CallbackFunc
 
 // SessionSpec configures a REPL session.
 type SessionSpec struct {
@@ -58,7 +60,13 @@ type CellSpec struct {
 	Fuel           int64
 	Timeout        time.Duration
 	MaxOutputBytes int
+	// Callback answers this cell's model queries instead of the session's.
+	Callback CallbackFunc
 }
+
+// ErrUndefined is wrapped by GetVariable's error for a name the session
+// has not defined.
+var ErrUndefined = errors.New("pyodide: variable not defined")
 
 // Session is a long-lived guest that keeps its globals between cells, like a
 // notebook. Cells run one at a time.
@@ -76,6 +84,11 @@ type Session struct {
 	mu   sync.Mutex // one cell at a time
 	inst *instance
 	lost bool // the previous instance died; report on the next result too
+
+	// cancelCell stops the running cell (Interrupt); nil between cells.
+	cancelMu   sync.Mutex
+	cancelCell context.CancelFunc
+	callIDs    atomic.Uint64
 }
 
 // instance is one running driver.
@@ -272,13 +285,18 @@ func (s *Session) Close() error {
 }
 
 type guestMsg struct {
-	Type   string          `json:"type"`
-	ID     int64           `json:"id"`
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-	Value  *string         `json:"value"`
-	JSON   *string         `json:"json"`
-	Error  *string         `json:"error"`
+	Type  string  `json:"type"`
+	ID    int64   `json:"id"`
+	Value *string `json:"value"`
+	JSON  *string `json:"json"`
+	Error *string `json:"error"`
+	Found *bool   `json:"found"`
+	// A callback request, as the native driver sends it.
+	Kind       string   `json:"kind"`
+	Prompts    []string `json:"prompts"`
+	Contexts   []string `json:"contexts"`
+	HasContext []bool   `json:"has_context"`
+	Model      string   `json:"model"`
 }
 
 // Execute runs one cell. Like Run, the error is only for a cell that could
@@ -314,6 +332,18 @@ func (s *Session) Execute(ctx context.Context, cell CellSpec) (*Result, error) {
 		cellCtx, cancel = context.WithTimeout(ctx, cell.Timeout)
 	}
 	defer cancel()
+	s.cancelMu.Lock()
+	s.cancelCell = cancel
+	s.cancelMu.Unlock()
+	defer func() {
+		s.cancelMu.Lock()
+		s.cancelCell = nil
+		s.cancelMu.Unlock()
+	}()
+	cb := cell.Callback
+	if cb == nil {
+		cb = s.spec.Callback
+	}
 	interrupt := make(chan struct{})
 	inst.interrupt.Store(&interrupt)
 
@@ -353,7 +383,7 @@ loop:
 			}
 			switch m.Type {
 			case "callback":
-				s.answer(cellCtx, inst, &m)
+				s.answer(cellCtx, inst, &m, cb)
 			case "result":
 				if m.ID != id {
 					continue
@@ -436,23 +466,43 @@ loop:
 	return res, nil
 }
 
-// answer runs the callback for one guest request and sends the reply.
-func (s *Session) answer(ctx context.Context, inst *instance, m *guestMsg) {
+// Interrupt stops the running cell. WASI has no signals, so this is the
+// same stop as a timeout: the instance is discarded and the cell's result
+// says state was lost (ended_by cancelled). Without a running cell it does
+// nothing.
+func (s *Session) Interrupt() error {
+	s.cancelMu.Lock()
+	defer s.cancelMu.Unlock()
+	if s.cancelCell != nil {
+		s.cancelCell()
+	}
+	return nil
+}
+
+// answer runs the callback for one guest request and sends the reply. The
+// guest waits for it, so the cell's fuel does not run meanwhile.
+func (s *Session) answer(ctx context.Context, inst *instance, m *guestMsg, cb CallbackFunc) {
 	reply := map[string]any{"id": m.ID}
-	if s.spec.Callback == nil {
-		reply["error"] = "no callback configured for " + m.Method
+	kind := m.Kind
+	if kind == "" {
+		kind = "llm_query"
+	}
+	if cb == nil {
+		reply["error"] = kind + " is not available: this session has no LLM configured"
 	} else {
-		v, err := s.spec.Callback(ctx, m.Method, m.Params)
+		req := &pb.Callback{CallId: s.callIDs.Add(1), Kind: kind, Prompts: m.Prompts,
+			Contexts: m.Contexts, HasContext: m.HasContext, Model: m.Model}
+		results, err := cb(ctx, req)
+		if err == nil && len(results) != len(req.Prompts) {
+			err = fmt.Errorf("%s: the host returned %d results for %d prompts", kind, len(results), len(req.Prompts))
+		}
 		if err != nil {
 			reply["error"] = err.Error()
 		} else {
-			reply["result"] = v
+			reply["results"] = results
 		}
 	}
-	b, err := json.Marshal(reply)
-	if err != nil {
-		b, _ = json.Marshal(map[string]any{"id": m.ID, "error": "callback result is not JSON-encodable: " + err.Error()})
-	}
+	b, _ := json.Marshal(reply)
 	inst.ch.Send(b)
 }
 
@@ -479,6 +529,9 @@ func (s *Session) GetVariable(ctx context.Context, name string) (repr string, js
 			if json.Unmarshal(line, &m) != nil || m.Type != "result" || m.ID != id {
 				continue
 			}
+			if m.Found != nil && !*m.Found {
+				return "", nil, fmt.Errorf("%w: %s", ErrUndefined, derefOr(m.Error, name))
+			}
 			if m.Error != nil {
 				return "", nil, errors.New(*m.Error)
 			}
@@ -497,4 +550,11 @@ func (s *Session) GetVariable(ctx context.Context, name string) (repr string, js
 			return "", nil, ctx.Err()
 		}
 	}
+}
+
+func derefOr(p *string, def string) string {
+	if p == nil {
+		return def
+	}
+	return *p
 }

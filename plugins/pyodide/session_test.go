@@ -3,13 +3,15 @@ package pyodide
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	pb "github.com/rlmkit/rlm/core/proto"
 )
 
 func openSession(t *testing.T, spec SessionSpec) *Session {
@@ -91,31 +93,23 @@ func TestSessionErrorsKeepTheLoopAlive(t *testing.T) {
 }
 
 func TestSessionCallbacks(t *testing.T) {
-	var calls []string
-	s := openSession(t, SessionSpec{Callback: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
-		calls = append(calls, method+" "+string(params))
-		var p struct {
-			Prompt  string
-			Prompts []string
+	var calls []*pb.Callback
+	s := openSession(t, SessionSpec{Context: []byte("the big context"), Callback: func(ctx context.Context, cb *pb.Callback) ([]string, error) {
+		calls = append(calls, cb)
+		if len(cb.Prompts) == 1 && cb.Prompts[0] == "fail" {
+			return nil, errors.New("model unavailable")
 		}
-		json.Unmarshal(params, &p)
-		switch method {
-		case "llm_query":
-			if p.Prompt == "fail" {
-				return nil, errors.New("model unavailable")
-			}
-			return "answer to " + p.Prompt, nil
-		case "llm_query_batched":
-			out := make([]string, len(p.Prompts))
-			for i, q := range p.Prompts {
-				out[i] = strings.ToUpper(q)
-			}
-			return out, nil
+		if len(cb.Prompts) == 1 && cb.Prompts[0] == "short" {
+			return nil, nil
 		}
-		return nil, errors.New("unexpected " + method)
+		out := make([]string, len(cb.Prompts))
+		for i, q := range cb.Prompts {
+			out[i] = cb.Kind + ":" + strings.ToUpper(q)
+		}
+		return out, nil
 	}})
-	res := cell(t, s, CellSpec{Code: "print('noise')\nllm_query('q1'), llm_query_batched(['a', 'b'])"})
-	if !res.Success || res.Value != "('answer to q1', ['A', 'B'])" || string(res.Stdout) != "noise\n" {
+	res := cell(t, s, CellSpec{Code: "print('noise')\nllm_query('q1', model='m'), llm_query_batched(['a', 'b'])"})
+	if !res.Success || res.Value != "('llm_query:Q1', ['llm_query:A', 'llm_query:B'])" || string(res.Stdout) != "noise\n" {
 		dump(t, res)
 		t.Fatalf("value = %q", res.Value)
 	}
@@ -124,8 +118,54 @@ func TestSessionCallbacks(t *testing.T) {
 		dump(t, res)
 		t.Fatal("callback error not raised in the guest")
 	}
-	if len(calls) != 3 {
-		t.Fatalf("calls = %v", calls)
+	res = cell(t, s, CellSpec{Code: "llm_query('short')"})
+	if res.Success || !strings.Contains(res.Error, "0 results for 1 prompts") {
+		dump(t, res)
+		t.Fatal("a reply with too few results was accepted")
+	}
+	// rlm_query: the unchanged session context is not sent back (the host
+	// has it); an explicit or rebound one is.
+	res = cell(t, s, CellSpec{Code: "a = rlm_query('t1')\nb = rlm_query_batched(['t2', 't3'], ['c2', {'k': 1}])\ncontext = 'rebound'\nc = rlm_query('t4')\n(a, b, c)"})
+	if !res.Success || res.Value != "('rlm_query:T1', ['rlm_query:T2', 'rlm_query:T3'], 'rlm_query:T4')" {
+		dump(t, res)
+		t.Fatalf("value = %q", res.Value)
+	}
+	// A per-cell callback replaces the session's.
+	res = cell(t, s, CellSpec{Code: "llm_query('x')", Callback: func(context.Context, *pb.Callback) ([]string, error) { return []string{"cell's"}, nil }})
+	if res.Value != `"cell's"` {
+		dump(t, res)
+		t.Fatalf("per-cell callback: value = %q", res.Value)
+	}
+	got := make([]string, len(calls))
+	for i, c := range calls {
+		got[i] = fmt.Sprintf("%s %q %q %v %q", c.Kind, c.Prompts, c.Contexts, c.HasContext, c.Model)
+	}
+	want := []string{
+		`llm_query ["q1"] [] [] "m"`,
+		`llm_query ["a" "b"] [] [] ""`,
+		`llm_query ["fail"] [] [] ""`,
+		`llm_query ["short"] [] [] ""`,
+		`rlm_query ["t1"] [""] [false] ""`,
+		`rlm_query ["t2" "t3"] ["c2" "{\"k\": 1}"] [true true] ""`,
+		`rlm_query ["t4"] ["rebound"] [true] ""`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("callbacks:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if ids := []uint64{calls[0].CallId, calls[1].CallId}; ids[0] == ids[1] {
+		t.Fatalf("call ids repeat: %v", ids)
+	}
+}
+
+func TestSessionWithoutCallback(t *testing.T) {
+	s := openSession(t, SessionSpec{})
+	res := cell(t, s, CellSpec{Code: "llm_query('q')"})
+	if res.Success || !strings.Contains(res.Error, "no LLM configured") {
+		dump(t, res)
+		t.Fatal("llm_query without a callback")
+	}
+	if _, _, err := s.GetVariable(context.Background(), "missing"); !errors.Is(err, ErrUndefined) {
+		t.Fatalf("GetVariable(missing) = %v, want ErrUndefined", err)
 	}
 }
 

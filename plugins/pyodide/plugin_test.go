@@ -1,0 +1,182 @@
+package pyodide_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/sessiontest"
+	"github.com/rlmkit/rlm/plugins/pyodide"
+)
+
+// These tests run the real rlm-plugin-pyodide binary over go-plugin RPC,
+// as rlm exec and rlm run do.
+
+var (
+	buildOnce  sync.Once
+	pluginPath string
+	buildErr   error
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "rlm-pyodide-test-")
+	if err != nil {
+		panic(err)
+	}
+	pluginPath = filepath.Join(dir, "rlm-plugin-pyodide")
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func launch(t *testing.T) *core.Runtime {
+	t.Helper()
+	if !pyodide.HasEmbeddedAssets() {
+		if os.Getenv("RLM_REQUIRE_WASM") != "" {
+			t.Fatalf("RLM_REQUIRE_WASM is set but python.wasm was not embedded: run %s", pyodide.BuildCommand)
+		}
+		t.Skipf("python.wasm not built; run %s", pyodide.BuildCommand)
+	}
+	buildOnce.Do(func() {
+		out, err := exec.Command("go", "build", "-o", pluginPath, "./cmd/rlm-plugin-pyodide").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("building the plugin: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	p, err := plugin.Launch(pluginPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := core.NewRuntime("python", "pyodide", p.Client, p.Kill)
+	t.Cleanup(rt.Close)
+	return rt
+}
+
+func cell(t *testing.T, s core.Session, code string) *core.Result {
+	t.Helper()
+	r, err := s.Execute(context.Background(), code, 0)
+	if err != nil {
+		t.Fatalf("execute %q: %v", code, err)
+	}
+	return r
+}
+
+// A session through the plugin keeps state, receives context and answers
+// llm_query / rlm_query through the Go bridges, like the native REPL.
+func TestPluginSession(t *testing.T) {
+	rt := launch(t)
+	info, err := rt.Info(context.Background())
+	if err != nil || !strings.Contains(strings.Join(info.GetCapabilities(), ","), "repl") {
+		t.Fatalf("info: %v %v", info, err)
+	}
+	var rec sessiontest.Recorder
+	s, err := rt.OpenSession(context.Background(), core.SessionOptions{
+		Context: &core.Context{Data: []byte(sessiontest.BridgeContext), Kind: "text"},
+		Bridges: rec.Bridges(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	r := cell(t, s, "import sys\nx = 41\nprint(sys.platform, len(context))")
+	if r.Stdout != "wasi 17\n" || r.Error != "" || r.Backend != "pyodide" || r.Isolation != "wasm" || r.FuelConsumed <= 0 {
+		t.Fatalf("first cell: %+v", r)
+	}
+	if r = cell(t, s, "x += 1\nprint(x)"); r.Stdout != "42\n" {
+		t.Fatalf("state not kept: %+v", r)
+	}
+	sessiontest.CheckBridges(t, s, &rec)
+	if r = cell(t, s, `print(llm_query_batched(["a", "b"]))`); r.Stdout != "['answer to a', 'answer to b']\n" {
+		t.Fatalf("batched: %+v", r)
+	}
+
+	v, found, err := s.Variable(context.Background(), "x")
+	if err != nil || !found || string(v) != "42" {
+		t.Fatalf("Variable(x) = %s %v %v", v, found, err)
+	}
+	if _, found, err := s.Variable(context.Background(), "missing"); err != nil || found {
+		t.Fatalf("Variable(missing): found=%v err=%v", found, err)
+	}
+	cell(t, s, "obj = object()")
+	if v, found, err := s.Variable(context.Background(), "obj"); err != nil || !found || !strings.Contains(string(v), "object object") {
+		t.Fatalf("Variable(obj) = %s %v %v", v, found, err)
+	}
+
+	// A Python exception is the cell's error; the session goes on.
+	r = cell(t, s, "raise ValueError('test')")
+	if r.Error == "" || !strings.Contains(r.Stderr, "ValueError: test") || r.StateLost {
+		t.Fatalf("exception: %+v", r)
+	}
+	if r = cell(t, s, "print(x)"); r.Stdout != "42\n" {
+		t.Fatalf("after exception: %+v", r)
+	}
+}
+
+// Fuel, time and cancel stop a cell; the next cell runs in a fresh
+// interpreter with the same context, and the result says state was lost.
+func TestPluginSessionLimits(t *testing.T) {
+	rt := launch(t)
+	s, err := rt.OpenSession(context.Background(), core.SessionOptions{
+		Context: &core.Context{Data: []byte(`{"k": [1, "two"]}`), Kind: "json"},
+		Limits:  core.Limits{Fuel: 50_000_000},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cell(t, s, "y = 1")
+	r := cell(t, s, "while True: pass")
+	if r.EndedBy != "fuel" || !r.StateLost || !strings.Contains(r.Stderr, "OutOfFuel") {
+		t.Fatalf("fuel: %+v", r)
+	}
+	if r = cell(t, s, "print(globals().get('y'), context['k'][1])"); r.Stdout != "None two\n" {
+		t.Fatalf("after fuel: %+v", r)
+	}
+
+	r, err = s.Execute(context.Background(), "import time; time.sleep(30)", time.Second)
+	if err != nil || r.EndedBy != "timeout" || !r.StateLost {
+		t.Fatalf("timeout: %+v %v", r, err)
+	}
+
+	done := make(chan *core.Result, 1)
+	go func() {
+		r, _ := s.Execute(context.Background(), "import time; time.sleep(30)", 0)
+		done <- r
+	}()
+	time.Sleep(500 * time.Millisecond)
+	if err := s.Cancel(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r == nil || r.EndedBy != "cancelled" {
+			t.Fatalf("cancel: %+v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("cancel did not stop the cell")
+	}
+	if r = cell(t, s, "print('alive')"); r.Stdout != "alive\n" {
+		t.Fatalf("after cancel: %+v", r)
+	}
+}
+
+// A context that is not JSON, given as json, fails the open with the reason.
+func TestPluginSessionBadContext(t *testing.T) {
+	rt := launch(t)
+	_, err := rt.OpenSession(context.Background(), core.SessionOptions{Context: &core.Context{Data: []byte("{nope"), Kind: "json"}})
+	if err == nil || !strings.Contains(err.Error(), "not valid JSON") {
+		t.Fatalf("a bad JSON context: err = %v", err)
+	}
+}
