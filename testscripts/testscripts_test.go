@@ -134,6 +134,16 @@ func params(dir string) testscript.Params {
 			"gone":        cmdGone,
 			"signalpid":   cmdSignalPID,
 			"eventually":  cmdEventually,
+			// hostile scripts (hostile_cmds_test.go)
+			"token":      cmdToken,
+			"sandboxtmp": cmdSandboxTmp,
+			"leftovers":  cmdLeftovers,
+			"nostray":    cmdNoStray,
+			"pidof":      cmdPidOf,
+			"listen":     cmdListen,
+			"heard":      cmdHeard,
+			"waitglob":   cmdWaitGlob,
+			"burst":      cmdBurst,
 		},
 		Condition: func(cond string) (bool, error) {
 			if cond == "pysessions" {

@@ -2,8 +2,6 @@ package isolate
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"sort"
 	"testing"
 	"time"
@@ -34,32 +32,29 @@ func BenchmarkPythonPass(b *testing.B) {
 	}
 }
 
-// TestBenchmarkRatios prints the median time of `python3 -c pass` per level
-// and its ratio to "none", interleaving the levels so that machine noise
-// hits them alike. Run with RLM_ISOLATE_BENCH=N (N rounds).
-func TestBenchmarkRatios(t *testing.T) {
-	rounds := 0
-	fmt.Sscan(os.Getenv("RLM_ISOLATE_BENCH"), &rounds)
-	if rounds <= 0 {
-		t.Skip("set RLM_ISOLATE_BENCH=<rounds> to measure")
-	}
-	p := python(t)
+// BenchmarkLevelRatios reports the median time of `python3 -c pass` per
+// level and its ratio to "none", interleaving the levels round by round so
+// that machine noise hits them alike (b.N rounds).
+func BenchmarkLevelRatios(b *testing.B) {
+	p := python(b)
 	levels := []Level{LevelNone, LevelProcess, LevelNamespace}
+	for _, level := range levels {
+		requireLevel(b, level)
+	}
 	times := map[Level][]time.Duration{}
-	for r := 0; r < rounds; r++ {
+	for r := 0; r < b.N; r++ {
 		for _, level := range levels {
-			requireLevel(t, level)
-			spec := Spec{Level: level, Argv: []string{p.exe, "-c", "pass"}, Dir: t.TempDir(), ReadOnlyPaths: p.roDirs}
+			spec := Spec{Level: level, Argv: []string{p.exe, "-c", "pass"}, Dir: b.TempDir(), ReadOnlyPaths: p.roDirs}
 			if level != LevelNone {
 				spec.MemoryBytes, spec.MaxProcesses, spec.CPUSeconds, spec.OpenFiles = 256<<20, 64, 10, 256
 			}
 			start := time.Now()
 			c, err := Command(context.Background(), spec)
 			if err != nil {
-				t.Fatal(err)
+				b.Fatal(err)
 			}
 			if err := c.Run(); err != nil || c.Outcome().ExitCode != 0 {
-				t.Fatalf("err=%v outcome=%+v", err, c.Outcome())
+				b.Fatalf("err=%v outcome=%+v", err, c.Outcome())
 			}
 			times[level] = append(times[level], time.Since(start))
 		}
@@ -72,6 +67,9 @@ func TestBenchmarkRatios(t *testing.T) {
 	base := median(times[LevelNone])
 	for _, level := range levels {
 		m := median(times[level])
-		t.Logf("%-9s median %7.2f ms  ratio %.2f  (%d runs)", level, float64(m.Microseconds())/1000, float64(m)/float64(base), len(times[level]))
+		b.ReportMetric(float64(m.Microseconds())/1000, string(level)+"-ms")
+		if level != LevelNone {
+			b.ReportMetric(float64(m)/float64(base), string(level)+"/none")
+		}
 	}
 }
