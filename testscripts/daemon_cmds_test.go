@@ -2,22 +2,16 @@ package testscripts
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
-
-	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/plugin"
 )
 
 // Commands for the daemon scripts. Scripts run in parallel, so they never
@@ -228,37 +222,4 @@ func stopDaemons(workDir string) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-}
-
-var (
-	pySessionsOnce sync.Once
-	pySessions     bool
-)
-
-// hasPythonSessions is the [pysessions] condition: the python plugin on
-// PATH (the one under test) serves REPL sessions. Scripts that need a
-// warm session pool skip without it rather than fail for a missing
-// dependency.
-func hasPythonSessions() bool {
-	pySessionsOnce.Do(func() {
-		path, err := exec.LookPath("rlm-plugin-python")
-		if err != nil {
-			return
-		}
-		p, err := plugin.Launch(path)
-		if err != nil {
-			return
-		}
-		defer p.Kill()
-		rt := core.NewRuntime("python", "native", p.Client, nil)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		s, err := rt.OpenSession(ctx, core.SessionOptions{})
-		if err != nil {
-			return
-		}
-		s.Close()
-		pySessions = true
-	})
-	return pySessions
 }

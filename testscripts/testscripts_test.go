@@ -6,7 +6,6 @@ package testscripts
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,12 +143,6 @@ func params(dir string) testscript.Params {
 			"heard":      cmdHeard,
 			"waitglob":   cmdWaitGlob,
 			"burst":      cmdBurst,
-		},
-		Condition: func(cond string) (bool, error) {
-			if cond == "pysessions" {
-				return hasPythonSessions(), nil
-			}
-			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 	}
 }
