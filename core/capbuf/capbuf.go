@@ -5,6 +5,7 @@ package capbuf
 
 import (
 	"fmt"
+	"math"
 	"sync"
 )
 
@@ -24,10 +25,14 @@ type Buffer struct {
 	total int64
 }
 
-// New returns a buffer keeping at most max bytes (DefaultMax when max <= 0).
+// New returns a buffer keeping at most max bytes: DefaultMax when max is 0,
+// everything when it is negative (the caller bounds the stream otherwise).
 func New(max int64) *Buffer {
-	if max <= 0 {
+	switch {
+	case max == 0:
 		max = DefaultMax
+	case max < 0 || max > math.MaxInt/2:
+		max = math.MaxInt / 2
 	}
 	return &Buffer{max: int(max)}
 }
@@ -107,12 +112,19 @@ func Notice(omitted int64) string {
 
 // Bytes returns the kept output; when something was dropped, head and tail
 // are joined by Notice.
-func (b *Buffer) Bytes() []byte {
+func (b *Buffer) Bytes() []byte { return b.bytes(true) }
+
+// Kept returns head and tail with nothing between them, so the result is
+// never longer than the budget (the WebAssembly backend's contract); the
+// caller reports Omitted itself.
+func (b *Buffer) Kept() []byte { return b.bytes(false) }
+
+func (b *Buffer) bytes(notice bool) []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make([]byte, 0, len(b.head)+len(b.tail)+40)
 	out = append(out, b.head...)
-	if om := b.omitted(); om > 0 {
+	if om := b.omitted(); om > 0 && notice {
 		out = append(out, Notice(om)...)
 	}
 	if b.full {

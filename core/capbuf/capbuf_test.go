@@ -34,6 +34,16 @@ func TestMatchesReference(t *testing.T) {
 		if got, want := b.Bytes(), reference(all, max); !bytes.Equal(got, want) {
 			t.Fatalf("max=%d: got %q want %q", max, got, want)
 		}
+		kept := all
+		if len(all) > max {
+			kept = append(append([]byte{}, all[:max-max/2]...), all[len(all)-max/2:]...)
+		}
+		if got := b.Kept(); !bytes.Equal(got, kept) {
+			t.Fatalf("max=%d: Kept %q want %q", max, got, kept)
+		}
+		if b.Omitted() != int64(len(all)-len(kept)) {
+			t.Fatalf("max=%d: omitted %d want %d", max, b.Omitted(), len(all)-len(kept))
+		}
 		if b.Total() != int64(len(all)) {
 			t.Fatalf("total %d want %d", b.Total(), len(all))
 		}
@@ -65,5 +75,18 @@ func BenchmarkWrite1MB(b *testing.B) {
 		for j := 0; j < 256; j++ {
 			buf.Write(chunk)
 		}
+	}
+}
+
+func TestNegativeKeepsEverything(t *testing.T) {
+	b := New(-1)
+	chunk := bytes.Repeat([]byte("0123456789"), 1<<17) // 1.25 MiB, over DefaultMax
+	b.Write(chunk)
+	b.Write(chunk)
+	if b.Omitted() != 0 || len(b.Bytes()) != 2*len(chunk) {
+		t.Fatalf("omitted %d, kept %d of %d", b.Omitted(), len(b.Bytes()), 2*len(chunk))
+	}
+	if New(0).max != DefaultMax {
+		t.Fatal("0 is not DefaultMax")
 	}
 }

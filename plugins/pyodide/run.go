@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rlmkit/rlm/plugins/pyodide/internal/capture"
+	"github.com/rlmkit/rlm/core/capbuf"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/fuel"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/memalloc"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/memfs"
@@ -160,7 +160,7 @@ func (s *RunSpec) limits() (fuelLimit int64, mem uint64, out int) {
 	case out == 0:
 		out = DefaultMaxOutputBytes
 	case out < 0:
-		out = 0 // capture.Buffer: keep everything
+		out = 0 // newCapture: keep everything
 	}
 	return
 }
@@ -245,7 +245,7 @@ func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 		r.log.Info("execution start", "runtime", "python", "backend", "pyodide",
 			"fuel", fuelLimit, "memory_bytes", memLimit, "timeout", spec.Timeout, "max_output_bytes", outMax)
 	}
-	stdout, stderr := capture.NewBuffer(outMax), capture.NewBuffer(outMax)
+	stdout, stderr := newCapture(outMax), newCapture(outMax)
 
 	wake := make(chan struct{})
 	runCtx := ctx
@@ -393,15 +393,15 @@ func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 		fmt.Fprintf(stderr, "\n%s\n", res.Error)
 	}
 	if res.EndedBy == EndedExit && res.ExitCode != 0 {
-		if alloc.Refused() && bytes.Contains(stderr.Bytes(), []byte("MemoryError")) {
+		if alloc.Refused() && bytes.Contains(stderr.Kept(), []byte("MemoryError")) {
 			res.EndedBy = EndedMemoryLimit
 		}
-		res.Error = lastLine(stderr.Bytes())
+		res.Error = lastLine(stderr.Kept())
 	}
 	res.Success = res.EndedBy == EndedExit && res.ExitCode == 0
-	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+	res.Stdout, res.Stderr = stdout.Kept(), stderr.Kept()
 	res.StdoutOmitted, res.StderrOmitted = stdout.Omitted(), stderr.Omitted()
-	res.StdoutTruncated, res.StderrTruncated = stdout.Truncated(), stderr.Truncated()
+	res.StdoutTruncated, res.StderrTruncated = stdout.Omitted() > 0, stderr.Omitted() > 0
 
 	if !e.quiet {
 		switch res.EndedBy {
@@ -537,4 +537,13 @@ else:
 		return false, out[4:], nil
 	}
 	return false, "", fmt.Errorf("pyodide: syntax check failed (%s, exit %d): %s", res.EndedBy, res.ExitCode, lastLine(res.Stderr))
+}
+
+// newCapture keeps at most max bytes of a stream, head and tail; 0 keeps
+// everything (RunSpec's negative MaxOutputBytes).
+func newCapture(max int) *capbuf.Buffer {
+	if max <= 0 {
+		return capbuf.New(-1)
+	}
+	return capbuf.New(int64(max))
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/rlmkit/rlm/core/plugin"
 	pb "github.com/rlmkit/rlm/core/proto"
-	"github.com/rlmkit/rlm/plugins/pyodide/internal/capture"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/chanfs"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/fuel"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/memalloc"
@@ -212,7 +211,7 @@ func (s *Session) start(ctx context.Context) error {
 	}
 	inst.fuel = g
 	g.Set(uint64(DefaultFuel)) // start-up budget
-	startBuf := capture.NewBuffer(64 << 10)
+	startBuf := newCapture(64 << 10)
 	inst.errw.set(startBuf)
 	go func() {
 		_, inst.err = mod.ExportedFunction("_start").Call(context.Background())
@@ -228,7 +227,7 @@ func (s *Session) start(ctx context.Context) error {
 		}
 	case <-inst.exited:
 		s.kill(inst)
-		return fmt.Errorf("pyodide: REPL driver exited during start-up: %v: %s", inst.err, lastLine(startBuf.Bytes()))
+		return fmt.Errorf("pyodide: REPL driver exited during start-up: %v: %s", inst.err, lastLine(startBuf.Kept()))
 	case <-ctx.Done():
 		s.kill(inst)
 		return ctx.Err()
@@ -321,7 +320,7 @@ func (s *Session) Execute(ctx context.Context, cell CellSpec) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pyodide: scanning workspace: %w", err)
 	}
-	stdout, stderr := capture.NewBuffer(outMax), capture.NewBuffer(outMax)
+	stdout, stderr := newCapture(outMax), newCapture(outMax)
 	inst.out.set(stdout)
 	inst.errw.set(stderr)
 	defer inst.out.set(nil)
@@ -447,9 +446,9 @@ loop:
 		}
 	}
 	res.Success = res.EndedBy == EndedExit && res.ExitCode == 0
-	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+	res.Stdout, res.Stderr = stdout.Kept(), stderr.Kept()
 	res.StdoutOmitted, res.StderrOmitted = stdout.Omitted(), stderr.Omitted()
-	res.StdoutTruncated, res.StderrTruncated = stdout.Truncated(), stderr.Truncated()
+	res.StdoutTruncated, res.StderrTruncated = stdout.Omitted() > 0, stderr.Omitted() > 0
 	after, err := snapshot(s.ws)
 	if err == nil {
 		res.FilesCreated, res.FilesModified = delta(before, after)
