@@ -4,6 +4,8 @@ GO      ?= go
 BIN     ?= $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/rlmkit/rlm/core/native.Version=$(VERSION)
+# staticcheck is installed (pinned) by .ci/setup.
+STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 PLUGINS := $(wildcard plugins/*/cmd/rlm-plugin-*)
 
 include plugins/pyodide/wasm/Makefile.inc
@@ -35,6 +37,7 @@ test-short:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
 	# The CLI, core and the daemon client build everywhere; the native
 	# runtime plugins are Linux-only (prctl, openat2, pid namespaces).
 	GOOS=windows $(GO) build ./cmd/rlm ./core/...

@@ -34,7 +34,8 @@ func claimPIDFile(p Paths) (*pidFile, error) {
 		f.Close()
 		return nil, &AlreadyRunningError{PID: ReadPID(p.PID), Socket: p.Socket}
 	}
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {

@@ -76,10 +76,6 @@ func count(evs []Event, typ string, match func(Event) bool) int {
 	return n
 }
 
-func isRoot(req llm.Request) bool {
-	return req.System != "" && !strings.Contains(req.Messages[0].Content, "sub-task at recursion depth")
-}
-
 func TestFinalVarReadsTheVariable(t *testing.T) {
 	h := newHarness(t, func(req llm.Request) (string, error) {
 		switch turn(req) {
@@ -339,11 +335,10 @@ func TestCancellationIsNotABudgetError(t *testing.T) {
 	h.model.script = func(llm.Request) (string, error) { return repl("print x"), nil }
 	h.opts.Provider = &blockingModel{fakeModel: h.model, after: 1}
 	h.opts.Budget.MaxTime = time.Hour
-	e, _ := New(h.opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	blocked := make(chan struct{})
 	h.opts.Provider.(*blockingModel).blocked = blocked
-	e, _ = New(h.opts)
+	e, _ := New(h.opts)
 	go func() {
 		<-blocked
 		cancel()

@@ -319,14 +319,6 @@ func (rc *runCgroups) paths() []string {
 	return p
 }
 
-func (rc *runCgroups) count() int {
-	n := 0
-	for _, cg := range rc.dirs {
-		n += len(readPids(cg.path))
-	}
-	return n
-}
-
 // stats reads OOM kills, pids-limit hits and the memory high-water mark.
 func (rc *runCgroups) stats() (oomKills, pidsMax, peak int64) {
 	if rc.mem != nil {

@@ -48,17 +48,17 @@ func hermetic(t *testing.T) (pluginDir, emptyPath string) {
 	return pluginDir, t.TempDir()
 }
 
-func runServe(ctx context.Context, t *testing.T, pluginDirs []string, args ...string) (error, string) {
+func runServe(ctx context.Context, t *testing.T, pluginDirs []string, args ...string) (string, error) {
 	var errOut bytes.Buffer
 	f := &cmdutil.Factory{IO: &cmdutil.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: &syncWriter{w: &errOut}}, PluginDirs: pluginDirs}
 	var o *Options
 	cmd := NewCmd(f, func(opts *Options) error { o = opts; return nil })
 	cmd.SetArgs(args)
 	if err := cmd.Execute(); err != nil {
-		return err, ""
+		return "", err
 	}
 	err := Run(ctx, o)
-	return err, errOut.String()
+	return errOut.String(), err
 }
 
 type syncWriter struct {
@@ -76,12 +76,12 @@ func TestStartErrors(t *testing.T) {
 	pluginDir, emptyPath := hermetic(t)
 	ctx := context.Background()
 
-	err, _ := runServe(ctx, t, []string{pluginDir}, "--mode", "ruby")
+	_, err := runServe(ctx, t, []string{pluginDir}, "--mode", "ruby")
 	var ee *cmdutil.ExitError
 	if err == nil || !errors.As(err, &ee) || ee.Code != cmdutil.ExitUsage || !strings.Contains(err.Error(), `unknown mode "ruby"`) {
 		t.Errorf("unknown mode: %v", err)
 	}
-	err, _ = runServe(ctx, t, []string{pluginDir}, "--mode", "golang")
+	_, err = runServe(ctx, t, []string{pluginDir}, "--mode", "golang")
 	if err == nil || !strings.HasPrefix(err.Error(), "mode=golang but ") {
 		t.Errorf("a mode without its plugin: %v", err)
 	}
@@ -91,11 +91,11 @@ func TestStartErrors(t *testing.T) {
 		t.Skip("python3 is not installed")
 	}
 	t.Setenv("PATH", emptyPath)
-	err, _ = runServe(ctx, t, []string{pluginDir}, "--mode", "python")
+	_, err = runServe(ctx, t, []string{pluginDir}, "--mode", "python")
 	if err == nil || err.Error() != "mode=python but 'python3' not found in PATH" {
 		t.Errorf("a mode whose runtime is missing: %v", err)
 	}
-	err, _ = runServe(ctx, t, []string{pluginDir})
+	_, err = runServe(ctx, t, []string{pluginDir})
 	if err == nil || !strings.Contains(err.Error(), "no runtime found (tried python, golang, node, shell)") ||
 		!strings.Contains(err.Error(), "python: 'python3' not found in PATH") {
 		t.Errorf("auto-detection with no runtime: %v", err)
