@@ -113,3 +113,15 @@ func BenchmarkSessionOpen50MB(b *testing.B) {
 	p50, _ := percentiles(lat)
 	b.ReportMetric(ms(p50), "p50-ms")
 }
+
+// BenchmarkCellRoundTripPyodide is the same warm cell on WebAssembly
+// Python: host → rlm-plugin-pyodide (gRPC stream) → guest driver → back.
+func BenchmarkCellRoundTripPyodide(b *testing.B) {
+	p, err := plugin.Launch(binDir + "/rlm-plugin-pyodide")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt := core.NewRuntime("python", "pyodide", p.Client, p.Kill)
+	b.Cleanup(rt.Close)
+	cellLatencies(b, openSession(b, rt, core.SessionOptions{}), "x = 1")
+}
