@@ -8,6 +8,7 @@ package native
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -216,20 +217,60 @@ func writeContext(c *pb.Context) (string, error) {
 	return f.Name(), nil
 }
 
-// CheckCommand validates code by piping it into a tool's syntax checker
-// (`bash -n`, python's compile()): a non-zero exit means a syntax error,
-// whose message is the checker's output. args follow the tool's executable.
-func (s *Server) CheckCommand(ctx context.Context, code string, args ...string) (*pb.CheckResponse, error) {
-	t, err := s.Tool()
-	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "%s runtime unavailable: %v", s.RT.Name, err)
+// Check says how a runtime's tool checks syntax without running anything.
+type Check struct {
+	// Exe is the checker; "" means the runtime's own tool.
+	Exe  string
+	Args []string
+	// FileExt, when set, writes the code to a temporary file with this
+	// extension, passed as the last argument, for checkers that read no
+	// standard input (node --check).
+	FileExt string
+	// ShowAs names the code in messages, in place of the temporary file's
+	// path or "<standard input>".
+	ShowAs string
+}
+
+// CheckCommand validates code with a syntax checker (`bash -n`, python's
+// compile(), `node --check`, `gofmt -e`): a non-zero exit means a syntax
+// error, whose message is the checker's output.
+func (s *Server) CheckCommand(ctx context.Context, code string, c Check) (*pb.CheckResponse, error) {
+	exe := c.Exe
+	if exe == "" {
+		t, err := s.Tool()
+		if err != nil {
+			return nil, status.Errorf(codes.FailedPrecondition, "%s runtime unavailable: %v", s.RT.Name, err)
+		}
+		exe = t.Exe
 	}
-	cmd := exec.CommandContext(ctx, t.Exe, args...)
-	cmd.Stdin = strings.NewReader(code)
+	args := c.Args
+	var stdin io.Reader = strings.NewReader(code)
+	name := "<standard input>"
+	if c.FileExt != "" {
+		f, err := os.CreateTemp("", "rlm-check-*"+c.FileExt)
+		if err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		defer os.Remove(f.Name())
+		_, err = f.WriteString(code)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		args, stdin, name = append(append([]string(nil), args...), f.Name()), nil, f.Name()
+	}
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Stdin = stdin
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		if _, ok := err.(*exec.ExitError); ok {
-			return &pb.CheckResponse{Ok: false, Message: strings.TrimSpace(string(out))}, nil
+			msg := strings.TrimSpace(string(out))
+			if c.ShowAs != "" {
+				msg = strings.ReplaceAll(msg, name, c.ShowAs)
+			}
+			return &pb.CheckResponse{Ok: false, Message: msg}, nil
 		}
 		return nil, status.Error(codes.Internal, err.Error())
 	}

@@ -239,18 +239,7 @@ func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResp
 			return nil, status.Errorf(codes.FailedPrecondition, "gofmt not found beside %s or in PATH; it ships with the Go toolchain", t.Exe)
 		}
 	}
-	cmd := exec.CommandContext(ctx, gofmt, "-e")
-	cmd.Stdin = strings.NewReader(req.GetCode())
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		if _, ok := err.(*exec.ExitError); ok {
-			msg := strings.ReplaceAll(strings.TrimSpace(stderr.String()), "<standard input>", "main.go")
-			return &pb.CheckResponse{Ok: false, Message: msg}, nil
-		}
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	return &pb.CheckResponse{Ok: true}, nil
+	return s.CheckCommand(ctx, req.GetCode(), native.Check{Exe: gofmt, Args: []string{"-e"}, ShowAs: "main.go"})
 }
 
 // Main is the plugin binary's entry point.

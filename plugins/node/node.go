@@ -7,10 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/rlmkit/rlm/core/install"
 	"github.com/rlmkit/rlm/core/native"
@@ -103,31 +99,7 @@ func New() *Server { return &Server{Server: native.Server{RT: Runtime}} }
 
 // Check parses the code with `node --check` without running it.
 func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	t, err := s.Tool()
-	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "node runtime unavailable: %v", err)
-	}
-	f, err := os.CreateTemp("", "rlm-check-*.js")
-	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	defer os.Remove(f.Name())
-	_, err = f.WriteString(req.GetCode())
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	out, err := exec.CommandContext(ctx, t.Exe, "--check", f.Name()).CombinedOutput()
-	if err != nil {
-		if _, ok := err.(*exec.ExitError); ok {
-			msg := strings.ReplaceAll(strings.TrimSpace(string(out)), f.Name(), "main.js")
-			return &pb.CheckResponse{Ok: false, Message: msg}, nil
-		}
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	return &pb.CheckResponse{Ok: true}, nil
+	return s.CheckCommand(ctx, req.GetCode(), native.Check{Args: []string{"--check"}, FileExt: ".js", ShowAs: "main.js"})
 }
 
 // Main is the plugin binary's entry point.

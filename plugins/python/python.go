@@ -92,12 +92,12 @@ func New() *Server {
 
 // Check compiles code without running it.
 func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	return s.CheckCommand(ctx, req.GetCode(), "-I", "-c", `import sys
+	return s.CheckCommand(ctx, req.GetCode(), native.Check{Args: []string{"-I", "-c", `import sys
 try:
     compile(sys.stdin.read(), "<sandbox>", "exec")
 except (SyntaxError, ValueError) as e:
     print("%s: %s (line %s)" % (type(e).__name__, getattr(e, "msg", e), getattr(e, "lineno", "?")))
-    sys.exit(1)`)
+    sys.exit(1)`}})
 }
 
 // Main is the plugin binary's entry point.

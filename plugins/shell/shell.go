@@ -47,7 +47,7 @@ func New() *Server { return &Server{Server: native.Server{RT: Runtime}} }
 
 // Check parses the script with `bash -n` without running it.
 func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	return s.CheckCommand(ctx, req.GetCode(), "-n")
+	return s.CheckCommand(ctx, req.GetCode(), native.Check{Args: []string{"-n"}})
 }
 
 // Main is the plugin binary's entry point.
