@@ -56,6 +56,11 @@ func Launch(path string) (*Plugin, error) {
 	cmd.Env = append(os.Environ(), goplugin.EnvUnixSocketDir+"="+sockDir, "TMPDIR="+sockDir)
 	tail := &tailWriter{max: 8 << 10}
 	gp := goplugin.NewClient(&goplugin.ClientConfig{
+		// cmd.Env holds the host's environment already. Without this,
+		// go-plugin appends os.Environ() after it, and a TMPDIR set in the
+		// host's environment would override the one above: a plugin killed
+		// mid-run would then leave its workspaces in $TMPDIR.
+		SkipHostEnv:      true,
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: pluginSets(nil),
 		Cmd:              cmd,
