@@ -402,27 +402,43 @@ var sweepOnce sync.Once
 // died before its Cleanup (a crash, SIGKILL). It runs once per process.
 func sweepStaleCgroups() {
 	sweepOnce.Do(func() {
-		for _, ctrl := range []string{"memory", "pids"} {
-			parent, _, err := controllerParent(ctrl)
-			if err != nil {
+		reapCgroups(func(pid int) bool {
+			return pid != os.Getpid() && syscall.Kill(pid, 0) != nil
+		})
+	})
+}
+
+// ReapOwner kills every process left in the cgroups of runs started by
+// process owner, and removes those cgroups. A host calls it after it killed
+// a plugin: the plugin's programs may have left daemons behind (setsid,
+// double fork) that its own cleanup never got to, and they must not wait
+// for the next rlm's sweep.
+func ReapOwner(owner int) {
+	if owner > 0 && owner != os.Getpid() {
+		reapCgroups(func(pid int) bool { return pid == owner })
+	}
+}
+
+// reapCgroups kills and removes the rlm-isolate-PID-N cgroups whose PID
+// match accepts.
+func reapCgroups(match func(pid int) bool) {
+	for _, ctrl := range []string{"memory", "pids"} {
+		parent, _, err := controllerParent(ctrl)
+		if err != nil {
+			continue
+		}
+		entries, _ := os.ReadDir(parent)
+		for _, e := range entries {
+			var pid, seq int
+			if !e.IsDir() {
 				continue
 			}
-			entries, _ := os.ReadDir(parent)
-			for _, e := range entries {
-				var pid, seq int
-				if !e.IsDir() {
-					continue
-				}
-				if n, _ := fmt.Sscanf(e.Name(), "rlm-isolate-%d-%d", &pid, &seq); n != 2 || pid == os.Getpid() {
-					continue
-				}
-				if syscall.Kill(pid, 0) == nil {
-					continue // its owner still runs
-				}
-				dir := filepath.Join(parent, e.Name())
-				_, _ = killCgroupDirs([]string{dir}, time.Second)
-				_ = rmdirRetry(dir, time.Second)
+			if n, _ := fmt.Sscanf(e.Name(), "rlm-isolate-%d-%d", &pid, &seq); n != 2 || !match(pid) {
+				continue
 			}
+			dir := filepath.Join(parent, e.Name())
+			_, _ = killCgroupDirs([]string{dir}, time.Second)
+			_ = rmdirRetry(dir, time.Second)
 		}
-	})
+	}
 }

@@ -39,3 +39,6 @@ func (c *Cmd) Outcome() Outcome    { return Outcome{} }
 func (c *Cmd) Pid() int            { return 0 }
 func (c *Cmd) Workdir() string     { return "" }
 func (c *Cmd) HostWorkdir() string { return "" }
+
+// ReapOwner does nothing outside Linux, where Command runs nothing.
+func ReapOwner(owner int) {}

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 
+	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/proctree"
 	pb "github.com/rlmkit/rlm/core/proto"
 )
@@ -126,10 +127,15 @@ func firstLine(s string) string {
 // a goodbye, and waiting for it costs milliseconds on every command.
 func (p *Plugin) Kill() {
 	p.once.Do(func() {
+		pid := 0
 		if p.cmd.Process != nil {
-			proctree.KillGroup(p.cmd.Process.Pid)
+			pid = p.cmd.Process.Pid
+			proctree.KillGroup(pid)
 		}
 		p.gp.Kill()
+		// Programs that left the plugin's process group (setsid) are still
+		// in their run's cgroup when the plugin died mid-run.
+		isolate.ReapOwner(pid)
 		_ = os.RemoveAll(p.sockDir)
 	})
 }
