@@ -106,3 +106,24 @@ func KillOrphans(keep func(pid int) bool) int {
 	}
 	return n
 }
+
+// KeepDescriptorsHome marks every descriptor above stderr close-on-exec.
+// Go starts children with only the descriptors it is told to pass, but a
+// descriptor rlm itself inherited without close-on-exec (a shell's `9<
+// secret`, a CI runner's pipe) would otherwise reach every plugin and,
+// at isolation none, the model's code.
+func KeepDescriptorsHome() {
+	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	// Kernels before 5.11: walk the descriptor table.
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
+}

@@ -15,3 +15,11 @@ func Children() map[int]byte { return nil }
 
 // KillOrphans is unsupported outside Linux.
 func KillOrphans(func(int) bool) int { return 0 }
+
+// KeepDescriptorsHome marks every descriptor above stderr close-on-exec
+// (see the Linux version for why).
+func KeepDescriptorsHome() {
+	for fd := 3; fd < 1024; fd++ {
+		syscall.CloseOnExec(fd)
+	}
+}

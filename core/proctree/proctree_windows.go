@@ -27,3 +27,7 @@ func Children() map[int]byte { return nil }
 
 // KillOrphans is unsupported on Windows.
 func KillOrphans(func(int) bool) int { return 0 }
+
+// KeepDescriptorsHome is a no-op on Windows, where handles are not
+// inherited unless asked for.
+func KeepDescriptorsHome() {}

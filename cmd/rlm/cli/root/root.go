@@ -20,6 +20,7 @@ import (
 	"github.com/rlmkit/rlm/cmd/rlm/cli/servecmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/versioncmd"
 	"github.com/rlmkit/rlm/core/daemon"
+	"github.com/rlmkit/rlm/core/proctree"
 )
 
 // NewCmd builds the root command around f.
@@ -49,6 +50,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 
 // Main runs rlm with args and returns the exit code.
 func Main(args []string) int {
+	proctree.KeepDescriptorsHome()
 	return Run(args, cmdutil.System(), nil)
 }
 
