@@ -409,13 +409,15 @@ func sweepStaleCgroups() {
 }
 
 // ReapOwner kills every process left in the cgroups of runs started by
-// process owner, and removes those cgroups. A host calls it after it killed
+// process owner, and removes those cgroups and the runs' private working
+// directories. A host calls it after it killed
 // a plugin: the plugin's programs may have left daemons behind (setsid,
 // double fork) that its own cleanup never got to, and they must not wait
 // for the next rlm's sweep.
 func ReapOwner(owner int) {
 	if owner > 0 && owner != os.Getpid() {
 		reapCgroups(func(pid int) bool { return pid == owner })
+		reapWorkspaces(func(pid int) bool { return pid == owner })
 	}
 }
 

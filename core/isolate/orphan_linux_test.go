@@ -73,11 +73,29 @@ func TestRunDiesWithCaller(t *testing.T) {
 			if left() == 0 {
 				t.Fatal("the killed caller left no cgroups: the sweep check would prove nothing")
 			}
-			sweepOnce = *new(sync.Once)
+			// ... and its private working directory (a capped tmpfs as root).
+			wsLeft := func() (n int) {
+				for _, d := range uniq(os.TempDir(), "/tmp") {
+					ents, _ := os.ReadDir(d)
+					for _, e := range ents {
+						if strings.HasPrefix(e.Name(), fmt.Sprintf("%s%d-", wsPrefix, helper.Process.Pid)) {
+							n++
+						}
+					}
+				}
+				return n
+			}
+			if os.Geteuid() == 0 && wsLeft() == 0 {
+				t.Fatal("the killed caller left no working directory: the sweep check would prove nothing")
+			}
+			sweepOnce, wsSweepOnce = *new(sync.Once), *new(sync.Once)
 			r := run(t, shSpec(t, level, "echo TOKEN"))
 			mustToken(t, r, "TOKEN")
 			if n := left(); n != 0 {
 				t.Fatalf("%d cgroups of the dead caller not swept", n)
+			}
+			if n := wsLeft(); n != 0 {
+				t.Fatalf("%d working directories of the dead caller not swept", n)
 			}
 		})
 	}
@@ -86,7 +104,7 @@ func TestRunDiesWithCaller(t *testing.T) {
 func orphanHelper() {
 	level := Level(os.Getenv("RLM_ISOLATE_ORPHAN_HELPER"))
 	dir, _ := os.MkdirTemp("", "orphan-")
-	c, err := Command(context.Background(), Spec{Level: level, Argv: []string{"/bin/sh", "-c", "echo HELPER-READY; exec sleep " + os.Getenv("RLM_ISOLATE_MARKER")}, Dir: dir, MaxProcesses: 8, MemoryBytes: 64 << 20})
+	c, err := Command(context.Background(), Spec{Level: level, Argv: []string{"/bin/sh", "-c", "echo HELPER-READY; exec sleep " + os.Getenv("RLM_ISOLATE_MARKER")}, Dir: dir, MaxProcesses: 8, MemoryBytes: 64 << 20, DiskBytes: diskIfRoot()})
 	if err != nil {
 		fmt.Println("HELPER-ERROR", err)
 		os.Exit(1)
@@ -98,4 +116,13 @@ func orphanHelper() {
 	}
 	time.Sleep(200 * time.Millisecond) // let sh exec sleep
 	select {}                          // wait to be killed
+}
+
+// diskIfRoot caps the helper's working directory (a tmpfs, which needs
+// root) so that its run has a private directory to leave behind.
+func diskIfRoot() int64 {
+	if os.Geteuid() == 0 {
+		return 16 << 20
+	}
+	return 0
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -27,7 +29,10 @@ type workspace struct {
 }
 
 func newWorkspace(hostDir string, size int64, owner int) (*workspace, error) {
-	base, err := os.MkdirTemp(sandboxTempDir(owner >= 0), "rlm-isolate-ws-")
+	// The owner's pid in the name lets ReapOwner and the stale sweep find
+	// the directory when this process is killed before its cleanup (the
+	// directory may be in /tmp, outside any directory the host removes).
+	base, err := os.MkdirTemp(sandboxTempDir(owner >= 0), wsPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, fmt.Errorf("private working directory: %w", err)
 	}
@@ -313,4 +318,48 @@ func copyIntoRoot(root *os.Root, src, rel string, info fs.FileInfo) error {
 		return err
 	}
 	return root.Chtimes(rel, info.ModTime(), info.ModTime())
+}
+
+const wsPrefix = "rlm-isolate-ws-"
+
+var wsSweepOnce sync.Once
+
+// sweepStaleWorkspaces removes the private working directories of runs
+// whose process died before its cleanup. It runs once per process.
+func sweepStaleWorkspaces() {
+	wsSweepOnce.Do(func() {
+		reapWorkspaces(func(pid int) bool {
+			return pid != os.Getpid() && syscall.Kill(pid, 0) != nil
+		})
+	})
+}
+
+// reapWorkspaces unmounts and removes the rlm-isolate-ws-PID-* directories
+// whose PID match accepts, in the two places newWorkspace makes them.
+func reapWorkspaces(match func(pid int) bool) {
+	for _, dir := range uniq(os.TempDir(), "/tmp") {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			var pid int
+			rest, ok := strings.CutPrefix(e.Name(), wsPrefix)
+			if !ok || !e.IsDir() {
+				continue
+			}
+			// Names without the pid (an older rlm's) are left alone: their
+			// owner cannot be told.
+			if n, _ := fmt.Sscanf(rest, "%d-", &pid); n != 1 || !strings.Contains(rest, "-") || !match(pid) {
+				continue
+			}
+			base := filepath.Join(dir, e.Name())
+			_ = syscall.Unmount(filepath.Join(base, "w"), syscall.MNT_DETACH)
+			_ = os.RemoveAll(base)
+		}
+	}
+}
+
+func uniq(a, b string) []string {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return []string{a}
+	}
+	return []string{a, b}
 }
