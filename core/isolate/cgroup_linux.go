@@ -111,6 +111,31 @@ func controllerParent(controller string) (string, int, error) {
 	return dir, 2, nil
 }
 
+type parentResult struct {
+	dir     string
+	version int
+	err     error
+}
+
+var (
+	parentMu    sync.Mutex
+	parentCache = map[string]parentResult{}
+)
+
+// processControllerParent is controllerParent for this process, read once:
+// a process's own cgroup does not move under it, and parsing mountinfo
+// costs ~65 µs, which every run (and every plugin kill) would pay twice.
+func processControllerParent(controller string) (string, int, error) {
+	parentMu.Lock()
+	defer parentMu.Unlock()
+	r, ok := parentCache[controller]
+	if !ok {
+		r.dir, r.version, r.err = controllerParent(controller)
+		parentCache[controller] = r
+	}
+	return r.dir, r.version, r.err
+}
+
 func relTo(path, root string) string {
 	if root == "/" {
 		return path
@@ -160,7 +185,7 @@ func newRunCgroups(spec *Spec) (*runCgroups, []string, []string) {
 	name := fmt.Sprintf("rlm-isolate-%d-%d", os.Getpid(), cgroupSeq.Add(1))
 	byPath := map[string]*cgroupDir{}
 	for _, ctrl := range []string{"memory", "pids"} {
-		parent, version, err := controllerParent(ctrl)
+		parent, version, err := processControllerParent(ctrl)
 		if err != nil {
 			missing = append(missing, ctrl+": "+err.Error())
 			continue
@@ -410,10 +435,9 @@ func sweepStaleCgroups() {
 
 // ReapOwner kills every process left in the cgroups of runs started by
 // process owner, and removes those cgroups and the runs' private working
-// directories. A host calls it after it killed
-// a plugin: the plugin's programs may have left daemons behind (setsid,
-// double fork) that its own cleanup never got to, and they must not wait
-// for the next rlm's sweep.
+// directories. A host calls it after it killed a plugin: the plugin's
+// programs may have left daemons behind (setsid, double fork) that its own
+// cleanup never got to, and they must not wait for the next rlm's sweep.
 func ReapOwner(owner int) {
 	if owner > 0 && owner != os.Getpid() {
 		reapCgroups(func(pid int) bool { return pid == owner })
@@ -425,7 +449,7 @@ func ReapOwner(owner int) {
 // match accepts.
 func reapCgroups(match func(pid int) bool) {
 	for _, ctrl := range []string{"memory", "pids"} {
-		parent, _, err := controllerParent(ctrl)
+		parent, _, err := processControllerParent(ctrl)
 		if err != nil {
 			continue
 		}

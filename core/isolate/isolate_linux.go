@@ -179,8 +179,6 @@ func Command(ctx context.Context, spec Spec) (*Cmd, error) {
 	if err := Available(spec.Level); err != nil {
 		return nil, err
 	}
-	// What a killed earlier rlm left behind goes first (once a process).
-	sweepStaleWorkspaces()
 	return &Cmd{spec: spec, ctx: ctx, initFD: -1}, nil
 }
 

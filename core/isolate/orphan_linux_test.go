@@ -89,7 +89,9 @@ func TestRunDiesWithCaller(t *testing.T) {
 				t.Fatal("the killed caller left no working directory: the sweep check would prove nothing")
 			}
 			sweepOnce, wsSweepOnce = *new(sync.Once), *new(sync.Once)
-			r := run(t, shSpec(t, level, "echo TOKEN"))
+			spec := shSpec(t, level, "echo TOKEN")
+			spec.DiskBytes = diskIfRoot() // a run that makes a working directory sweeps
+			r := run(t, spec)
 			mustToken(t, r, "TOKEN")
 			if n := left(); n != 0 {
 				t.Fatalf("%d cgroups of the dead caller not swept", n)

@@ -32,6 +32,7 @@ func newWorkspace(hostDir string, size int64, owner int) (*workspace, error) {
 	// The owner's pid in the name lets ReapOwner and the stale sweep find
 	// the directory when this process is killed before its cleanup (the
 	// directory may be in /tmp, outside any directory the host removes).
+	sweepStaleWorkspaces()
 	base, err := os.MkdirTemp(sandboxTempDir(owner >= 0), wsPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, fmt.Errorf("private working directory: %w", err)
@@ -340,14 +341,12 @@ func reapWorkspaces(match func(pid int) bool) {
 	for _, dir := range uniq(os.TempDir(), "/tmp") {
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
-			var pid int
-			rest, ok := strings.CutPrefix(e.Name(), wsPrefix)
-			if !ok || !e.IsDir() {
-				continue
-			}
 			// Names without the pid (an older rlm's) are left alone: their
 			// owner cannot be told.
-			if n, _ := fmt.Sscanf(rest, "%d-", &pid); n != 1 || !strings.Contains(rest, "-") || !match(pid) {
+			rest, ok := strings.CutPrefix(e.Name(), wsPrefix)
+			pidText, _, hasPid := strings.Cut(rest, "-")
+			pid, err := strconv.Atoi(pidText)
+			if !ok || !hasPid || err != nil || !e.IsDir() || !match(pid) {
 				continue
 			}
 			base := filepath.Join(dir, e.Name())
