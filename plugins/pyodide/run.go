@@ -156,12 +156,9 @@ func (s *RunSpec) limits() (fuelLimit int64, mem uint64, out int) {
 	}
 	mem = min(mem, MaxMemoryBytes)
 	out = s.MaxOutputBytes
-	switch {
-	case out == 0:
+	if out == 0 {
 		out = DefaultMaxOutputBytes
-	case out < 0:
-		out = 0 // newCapture: keep everything
-	}
+	} // negative: capbuf keeps everything
 	return
 }
 
@@ -245,7 +242,7 @@ func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 		r.log.Info("execution start", "runtime", "python", "backend", "pyodide",
 			"fuel", fuelLimit, "memory_bytes", memLimit, "timeout", spec.Timeout, "max_output_bytes", outMax)
 	}
-	stdout, stderr := newCapture(outMax), newCapture(outMax)
+	stdout, stderr := capbuf.New(int64(outMax)), capbuf.New(int64(outMax))
 
 	wake := make(chan struct{})
 	runCtx := ctx
@@ -537,13 +534,4 @@ else:
 		return false, out[4:], nil
 	}
 	return false, "", fmt.Errorf("pyodide: syntax check failed (%s, exit %d): %s", res.EndedBy, res.ExitCode, lastLine(res.Stderr))
-}
-
-// newCapture keeps at most max bytes of a stream, head and tail; 0 keeps
-// everything (RunSpec's negative MaxOutputBytes).
-func newCapture(max int) *capbuf.Buffer {
-	if max <= 0 {
-		return capbuf.New(-1)
-	}
-	return capbuf.New(int64(max))
 }

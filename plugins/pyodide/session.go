@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rlmkit/rlm/core/capbuf"
 	"github.com/rlmkit/rlm/core/plugin"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/chanfs"
@@ -211,7 +212,7 @@ func (s *Session) start(ctx context.Context) error {
 	}
 	inst.fuel = g
 	g.Set(uint64(DefaultFuel)) // start-up budget
-	startBuf := newCapture(64 << 10)
+	startBuf := capbuf.New(64 << 10)
 	inst.errw.set(startBuf)
 	go func() {
 		_, inst.err = mod.ExportedFunction("_start").Call(context.Background())
@@ -320,7 +321,7 @@ func (s *Session) Execute(ctx context.Context, cell CellSpec) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pyodide: scanning workspace: %w", err)
 	}
-	stdout, stderr := newCapture(outMax), newCapture(outMax)
+	stdout, stderr := capbuf.New(int64(outMax)), capbuf.New(int64(outMax))
 	inst.out.set(stdout)
 	inst.errw.set(stderr)
 	defer inst.out.set(nil)
