@@ -438,10 +438,13 @@ func sweepStaleCgroups() {
 // directories. A host calls it after it killed a plugin: the plugin's
 // programs may have left daemons behind (setsid, double fork) that its own
 // cleanup never got to, and they must not wait for the next rlm's sweep.
-func ReapOwner(owner int) {
+// tmpDirs are where the owner made temporary files besides the usual ones
+// (its $TMPDIR): a working directory's tmpfs there must be unmounted before
+// the directory can be removed.
+func ReapOwner(owner int, tmpDirs ...string) {
 	if owner > 0 && owner != os.Getpid() {
 		reapCgroups(func(pid int) bool { return pid == owner })
-		reapWorkspaces(func(pid int) bool { return pid == owner })
+		reapWorkspaces(func(pid int) bool { return pid == owner }, tmpDirs...)
 	}
 }
 

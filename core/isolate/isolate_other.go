@@ -41,4 +41,4 @@ func (c *Cmd) Workdir() string     { return "" }
 func (c *Cmd) HostWorkdir() string { return "" }
 
 // ReapOwner does nothing outside Linux, where Command runs nothing.
-func ReapOwner(owner int) {}
+func ReapOwner(owner int, tmpDirs ...string) {}

@@ -75,7 +75,7 @@ func TestRunDiesWithCaller(t *testing.T) {
 			}
 			// ... and its private working directory (a capped tmpfs as root).
 			wsLeft := func() (n int) {
-				for _, d := range uniq(os.TempDir(), "/tmp") {
+				for _, d := range uniq([]string{os.TempDir(), "/tmp"}) {
 					ents, _ := os.ReadDir(d)
 					for _, e := range ents {
 						if strings.HasPrefix(e.Name(), fmt.Sprintf("%s%d-", wsPrefix, helper.Process.Pid)) {

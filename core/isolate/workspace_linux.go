@@ -336,9 +336,10 @@ func sweepStaleWorkspaces() {
 }
 
 // reapWorkspaces unmounts and removes the rlm-isolate-ws-PID-* directories
-// whose PID match accepts, in the two places newWorkspace makes them.
-func reapWorkspaces(match func(pid int) bool) {
-	for _, dir := range uniq(os.TempDir(), "/tmp") {
+// whose PID match accepts, in the places newWorkspace makes them: this
+// process's temp dir, /tmp, and extra (another process's $TMPDIR).
+func reapWorkspaces(match func(pid int) bool, extra ...string) {
+	for _, dir := range uniq(append([]string{os.TempDir(), "/tmp"}, extra...)) {
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
 			// Names without the pid (an older rlm's) are left alone: their
@@ -356,9 +357,14 @@ func reapWorkspaces(match func(pid int) bool) {
 	}
 }
 
-func uniq(a, b string) []string {
-	if filepath.Clean(a) == filepath.Clean(b) {
-		return []string{a}
+func uniq(dirs []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		if d = filepath.Clean(d); !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
 	}
-	return []string{a, b}
+	return out
 }

@@ -134,8 +134,9 @@ func (p *Plugin) Kill() {
 		}
 		p.gp.Kill()
 		// Programs that left the plugin's process group (setsid) are still
-		// in their run's cgroup when the plugin died mid-run.
-		isolate.ReapOwner(pid)
+		// in their run's cgroup when the plugin died mid-run, and a capped
+		// working directory is still mounted below sockDir (its TMPDIR).
+		isolate.ReapOwner(pid, p.sockDir)
 		_ = os.RemoveAll(p.sockDir)
 	})
 }
