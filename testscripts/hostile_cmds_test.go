@@ -212,22 +212,7 @@ func cmdNoStray(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) == 0 {
 		ts.Fatalf("usage: nostray PATTERN...")
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		var left []string
-		for _, p := range args {
-			for _, pid := range pidsMatching(p) {
-				left = append(left, fmt.Sprintf("%d: %s", pid, cmdline(pid)))
-			}
-		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			ts.Fatalf("processes outlived their run: %s", strings.Join(left, "; "))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitNoProcs(ts, args, "", "processes outlived their run")
 }
 
 // pidof VAR PATTERN [OWNER] sets VAR to the pid of the one process whose

@@ -6,6 +6,7 @@ package testscripts
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -203,14 +204,21 @@ func cmdNoProcs(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) == 0 {
 		ts.Fatalf("usage: noprocs PATTERN...")
 	}
+	waitNoProcs(ts, args, ts.Getenv("WORK"), "processes still running")
+}
+
+// waitNoProcs waits up to 3 s for no process whose command line contains
+// any of patterns (and, unless work is "", that belongs to the script whose
+// work directory is work), and fails with what says which remain.
+func waitNoProcs(ts *testscript.TestScript, patterns []string, work, what string) {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		left := matchingProcs(args, ts.Getenv("WORK"))
+		left := matchingProcs(patterns, work)
 		if len(left) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			ts.Fatalf("processes still running: %s", strings.Join(left, "; "))
+			ts.Fatalf("%s: %s", what, strings.Join(left, "; "))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -218,23 +226,10 @@ func cmdNoProcs(ts *testscript.TestScript, neg bool, args []string) {
 
 func matchingProcs(patterns []string, work string) []string {
 	var out []string
-	ents, _ := os.ReadDir("/proc")
-	self := strconv.Itoa(os.Getpid())
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil || e.Name() == self {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		cl := string(bytes.ReplaceAll(bytes.TrimRight(b, "\x00"), []byte{0}, []byte{' '}))
-		if work != "" && !ownedBy(e.Name(), work) {
-			continue
-		}
-		for _, p := range patterns {
-			if strings.Contains(cl, p) {
-				out = append(out, e.Name()+": "+cl)
+	for _, p := range patterns {
+		for _, pid := range pidsMatching(p) {
+			if work == "" || ownedBy(strconv.Itoa(pid), work) {
+				out = append(out, fmt.Sprintf("%d: %s", pid, cmdline(pid)))
 			}
 		}
 	}
