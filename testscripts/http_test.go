@@ -2,6 +2,7 @@ package testscripts
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -173,4 +174,22 @@ func pidsMatching(pattern string) []int {
 		}
 	}
 	return out
+}
+
+// jsonvar VAR KEY sets VAR to the string (or number) at the top-level KEY
+// of the last command's stdout, a JSON object: a session id from POST
+// /sessions, say.
+func cmdJSONVar(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: jsonvar VAR KEY")
+	}
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(ts.ReadFile("stdout")), &obj); err != nil {
+		ts.Fatalf("jsonvar: stdout is not a JSON object: %v", err)
+	}
+	v, ok := obj[args[1]]
+	if !ok {
+		ts.Fatalf("jsonvar: no key %q in stdout", args[1])
+	}
+	ts.Setenv(args[0], fmt.Sprint(v))
 }

@@ -127,6 +127,7 @@ func params(dir string) testscript.Params {
 			"freeport":   cmdFreePort,
 			"waitfor":    cmdWaitFor,
 			"http":       cmdHTTP,
+			"jsonvar":    cmdJSONVar,
 			"signal":     cmdSignal,
 			// daemon scripts (daemon_cmds_test.go)
 			"daemonprocs": cmdDaemonProcs,

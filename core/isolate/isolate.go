@@ -180,7 +180,12 @@ type Spec struct {
 	FileSizeBytes int64 // RLIMIT_FSIZE, per file
 	DiskBytes     int64 // total size of the working directory (tmpfs), see package doc
 	OpenFiles     int64 // RLIMIT_NOFILE
-	TmpBytes      int64 // size of the private /tmp and of /dev/shm (namespace); 0 = DefaultTmpBytes
+	// DataBytes is RLIMIT_DATA even when a memory cgroup holds MemoryBytes:
+	// a long-lived interpreter (a REPL session) then sees a runaway
+	// allocation fail (MemoryError, state kept) before the cgroup's OOM
+	// killer ends the whole session. 0 = only the MemoryBytes fallback.
+	DataBytes int64
+	TmpBytes  int64 // size of the private /tmp and of /dev/shm (namespace); 0 = DefaultTmpBytes
 
 	// AllowNetwork keeps the host network under LevelNamespace (and exposes
 	// /etc/resolv.conf, /etc/ssl and /etc/ca-certificates). The other levels

@@ -147,6 +147,7 @@ type Cmd struct {
 	cmd      *exec.Cmd
 	info     *os.File // read end of bwrap's --info-fd, until the sandbox's pid 1 is known
 	initFD   int      // pidfd of the sandbox's pid 1, or -1
+	initPid  int      // host pid of the sandbox's pid 1 (namespace), 0 when unknown
 	cg       *runCgroups
 	ws       *workspace
 	st       *stage
@@ -203,7 +204,7 @@ func checkSpec(spec *Spec) error {
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
 		return fmt.Errorf("isolate: working directory %s must be an existing directory", abs)
 	}
-	for name, v := range map[string]int64{"MemoryBytes": spec.MemoryBytes, "MaxProcesses": spec.MaxProcesses, "CPUSeconds": spec.CPUSeconds, "FileSizeBytes": spec.FileSizeBytes, "DiskBytes": spec.DiskBytes, "OpenFiles": spec.OpenFiles, "TmpBytes": spec.TmpBytes} {
+	for name, v := range map[string]int64{"MemoryBytes": spec.MemoryBytes, "MaxProcesses": spec.MaxProcesses, "CPUSeconds": spec.CPUSeconds, "FileSizeBytes": spec.FileSizeBytes, "DiskBytes": spec.DiskBytes, "OpenFiles": spec.OpenFiles, "TmpBytes": spec.TmpBytes, "DataBytes": spec.DataBytes} {
 		if v < 0 {
 			return fmt.Errorf("isolate: %s is negative (%d)", name, v)
 		}
@@ -472,7 +473,36 @@ func (c *Cmd) watchSandboxInit() {
 	fd, _, errno := syscall.Syscall(sysPidfdOpen, uintptr(info.ChildPid), 0, 0)
 	if errno == 0 {
 		c.initFD = int(fd)
+		c.initPid = info.ChildPid
 	}
+}
+
+// ProgramPid is the host pid of the program itself, for signals meant for
+// it alone (a REPL's SIGINT). Under LevelNone and LevelProcess that is Pid
+// (the shim execs the program). Under LevelNamespace the program is the
+// only child of the sandbox's pid 1 (bwrap's reaper forks it), so Pid would
+// name bwrap, which forwards nothing; 0 when it cannot be found (not
+// started yet, or already gone).
+func (c *Cmd) ProgramPid() int {
+	if c.spec.Level != LevelNamespace {
+		return c.Pid()
+	}
+	c.mu.Lock()
+	init, reaped := c.initPid, c.reaped
+	c.mu.Unlock()
+	if init <= 0 || reaped {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(init) + "/task/" + strconv.Itoa(init) + "/children")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	pid, _ := strconv.Atoi(f[0])
+	return pid
 }
 
 const (
@@ -629,6 +659,8 @@ func Rlimits(spec Spec, memCgroup, pidsCgroup bool) []Rlimit {
 		// reserves by the gigabyte ("Failed to reserve virtual memory for
 		// CodeRange" under a 512 MiB RLIMIT_AS).
 		lims = append(lims, Rlimit{"data", syscall.RLIMIT_DATA, uint64(spec.MemoryBytes), uint64(spec.MemoryBytes)})
+	} else if spec.DataBytes > 0 {
+		lims = append(lims, Rlimit{"data", syscall.RLIMIT_DATA, uint64(spec.DataBytes), uint64(spec.DataBytes)})
 	}
 	return lims
 }

@@ -37,6 +37,7 @@ func (c *Cmd) Kill() error         { return ErrNotSupported }
 func (c *Cmd) Cleanup() error      { return nil }
 func (c *Cmd) Outcome() Outcome    { return Outcome{} }
 func (c *Cmd) Pid() int            { return 0 }
+func (c *Cmd) ProgramPid() int     { return 0 }
 func (c *Cmd) Workdir() string     { return "" }
 func (c *Cmd) HostWorkdir() string { return "" }
 

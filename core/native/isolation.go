@@ -71,7 +71,7 @@ func (p *isolatedProcess) Wait() (program.Exit, error) {
 		Code:            o.ExitCode,
 		PeakMemoryBytes: o.PeakMemoryBytes,
 		Isolation:       string(p.level),
-		EndedBy:         endedBy(o.Ending),
+		EndedBy:         EndedBy(o.Ending),
 	}
 	if o.Signal != "" {
 		ex.Signal = syscall.Signal(o.SignalNumber)
@@ -80,9 +80,9 @@ func (p *isolatedProcess) Wait() (program.Exit, error) {
 	return ex, err
 }
 
-// endedBy maps isolate's endings onto the wire's; exit and signal are left
-// to program.Exec, which knows them from the status.
-func endedBy(e isolate.Ending) pb.EndedBy {
+// EndedBy maps isolate's endings onto the wire's; exit and signal are left
+// to the caller, which knows them from the status (ENDED_BY_UNSPECIFIED).
+func EndedBy(e isolate.Ending) pb.EndedBy {
 	switch e {
 	case isolate.EndedTimeout:
 		return pb.EndedBy_TIMEOUT
@@ -100,12 +100,12 @@ func endedBy(e isolate.Ending) pb.EndedBy {
 	return pb.EndedBy_ENDED_BY_UNSPECIFIED
 }
 
-// readOnlyPaths is what a namespace sandbox must show of the host for the
+// ReadOnlyPaths is what a namespace sandbox must show of the host for the
 // runtime to start: the installation prefix of an interpreter kept outside
 // /usr (pyenv under /root, a Go toolchain in /usr/local/go), plus extra
 // files and directories the run needs (installed requirements, the context
 // file, a compiled binary).
-func readOnlyPaths(t toolpath.Tool, extra ...string) []string {
+func ReadOnlyPaths(t toolpath.Tool, extra ...string) []string {
 	var out []string
 	add := func(p string) {
 		if p == "" || !filepath.IsAbs(p) {

@@ -175,7 +175,7 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 		if filepath.IsAbs(argv[0]) && !strings.HasPrefix(argv[0], ws.Dir+"/") {
 			ro = append(ro, argv[0]) // a compiled program (golang's cache)
 		}
-		sp = &isolatedSpawner{ctx: ctx, level: level, limits: req.GetLimits(), ro: readOnlyPaths(t, append(ro, ctxFile)...)}
+		sp = &isolatedSpawner{ctx: ctx, level: level, limits: req.GetLimits(), ro: ReadOnlyPaths(t, append(ro, ctxFile)...)}
 	case s.RT.Spawner != nil:
 		sp = s.RT.Spawner(t, req)
 	}

@@ -1,11 +1,13 @@
 package python
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/rlmkit/rlm/core/isolate"
+	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
@@ -23,7 +25,7 @@ func (s *Server) Session(stream pb.Runtime_SessionServer) error {
 	if err != nil {
 		return plugin.SendFatal(stream, "python runtime unavailable: "+err.Error())
 	}
-	level, rlimits, err := sessionIsolation(open.GetLimits())
+	level, launch, rlimits, err := sessionIsolation(open.GetLimits(), native.ReadOnlyPaths(t))
 	if err != nil {
 		return plugin.SendFatal(stream, err.Error())
 	}
@@ -43,6 +45,7 @@ func (s *Server) Session(stream pb.Runtime_SessionServer) error {
 		Dir:            dir,
 		MaxOutputBytes: open.GetLimits().GetMaxOutputBytes(),
 		Context:        open.GetContext(),
+		Launch:         launch,
 		Rlimits:        rlimits,
 	})
 	if err != nil {
@@ -58,31 +61,102 @@ func (s *Server) Session(stream pb.Runtime_SessionServer) error {
 	})
 }
 
-// sessionIsolation is what a REPL session can honour of the requested
-// isolation. The interpreter lives as long as the session and talks over
-// pipes the driver owns, so it is not started through core/isolate: at
-// level process it gets the same rlimits core/isolate gives a program
-// (memory through RLIMIT_DATA, so a runaway allocation is a MemoryError
-// in the cell, not a dead session; processes; file size), in its own
-// process group with the scrubbed environment and a private directory.
+// sessionIsolation says how a REPL session's interpreter is started for the
+// requested level. The interpreter lives as long as the session and talks
+// over pipes the driver owns (descriptors 3 to 6), which every level passes
+// through unchanged.
+//
+//   - none: a plain child in its own process group.
+//   - process: the same, with the rlimits core/isolate gives a program
+//     (memory through RLIMIT_DATA, so a runaway allocation is a MemoryError
+//     in the cell, not a dead session; processes; file size), the scrubbed
+//     environment and a private directory.
+//   - namespace: started by core/isolate exactly like a program (user, mount,
+//     pid, network, ipc and uts namespaces, uid 65534, no capabilities,
+//     seccomp, the host read-only with only the interpreter visible, private
+//     /tmp, /dev/shm and working directory, memory and process caps in
+//     cgroups). RLIMIT_DATA at the memory limit comes first there too, so a
+//     plain runaway allocation keeps the session; shared memory that gets
+//     past it meets the cgroup, whose OOM kill ends the cell as
+//     memory_limit with the state lost. Each restart is a fresh sandbox.
+//
 // CPU time is not limited: it would add up over every cell of the session
-// (each cell's wall clock is). Namespace isolation of sessions is not
-// implemented, and asking for it is an error rather than a quiet downgrade.
-func sessionIsolation(l *pb.Limits) (isolate.Level, []repl.Rlimit, error) {
+// (each cell's wall clock is).
+func sessionIsolation(l *pb.Limits, readOnly []string) (isolate.Level, repl.Launcher, []repl.Rlimit, error) {
 	level, err := isolate.ParseLevel(l.GetIsolation())
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
+	}
+	if err := isolate.Available(level); err != nil {
+		return "", nil, nil, err
+	}
+	spec := isolate.Spec{
+		Level:         level,
+		ReadOnlyPaths: readOnly,
+		MemoryBytes:   l.GetMemoryBytes(),
+		DataBytes:     l.GetMemoryBytes(),
+		MaxProcesses:  l.GetMaxProcesses(),
+		FileSizeBytes: l.GetMaxDiskBytes(),
+		DiskBytes:     l.GetMaxDiskBytes(),
+		AllowNetwork:  l.GetAllowNetwork(),
 	}
 	switch level {
 	case isolate.LevelNone:
-		return level, nil, nil
+		return level, nil, nil, nil
 	case isolate.LevelNamespace:
-		return "", nil, fmt.Errorf("isolation namespace is not available for python REPL sessions (rlm run, exec --context): use --isolation process, or --backend pyodide for a WebAssembly sandbox")
+		return level, isolatedLauncher(spec), nil, nil
 	}
-	spec := isolate.Spec{MemoryBytes: l.GetMemoryBytes(), MaxProcesses: l.GetMaxProcesses(), FileSizeBytes: l.GetMaxDiskBytes()}
 	var out []repl.Rlimit
-	for _, r := range isolate.Rlimits(spec, false, false) {
+	for _, r := range isolate.Rlimits(isolate.Spec{MemoryBytes: spec.MemoryBytes, MaxProcesses: spec.MaxProcesses, FileSizeBytes: spec.FileSizeBytes}, false, false) {
 		out = append(out, repl.Rlimit{Resource: r.Resource, Cur: r.Cur, Max: r.Max})
 	}
-	return level, out, nil
+	return level, nil, out, nil
+}
+
+// isolatedLauncher starts each interpreter of a session through
+// core/isolate with base (Argv, Env, Dir and ExtraFiles filled in per start).
+func isolatedLauncher(base isolate.Spec) repl.Launcher {
+	return func(argv, env []string, dir string, extra []*os.File, stdout, stderr *os.File) (repl.Proc, error) {
+		spec := base
+		spec.Argv, spec.Env, spec.Dir, spec.ExtraFiles = argv, env, dir, extra
+		// The session, not a request, bounds the interpreter's life: Kill
+		// ends it, and the plugin's death ends it through Pdeathsig.
+		cmd, err := isolate.Command(context.Background(), spec)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		if err := cmd.Start(); err != nil {
+			_ = cmd.Cleanup()
+			return nil, fmt.Errorf("starting the sandbox: %w", err)
+		}
+		return &isolatedProc{cmd: cmd}, nil
+	}
+}
+
+// isolatedProc is an interpreter running under core/isolate.
+type isolatedProc struct{ cmd *isolate.Cmd }
+
+func (p *isolatedProc) Pid() int { return p.cmd.ProgramPid() }
+
+func (p *isolatedProc) Kill() { _ = p.cmd.Kill() }
+
+func (p *isolatedProc) Wait() repl.Exit {
+	_ = p.cmd.Wait()
+	o := p.cmd.Outcome()
+	ex := repl.Exit{Code: int32(o.ExitCode), Desc: fmt.Sprintf("exit status %d", o.ExitCode), EndedBy: native.EndedBy(o.Ending)}
+	if o.Signal != "" {
+		ex.Signal, ex.Code, ex.Desc = o.Signal, 128+int32(o.SignalNumber), "killed by "+o.Signal
+	}
+	switch o.Ending {
+	case isolate.EndedMemoryLimit:
+		ex.Desc = fmt.Sprintf("killed at the session's memory limit (%d MiB)", o.PeakMemoryBytes>>20)
+	case isolate.EndedProcessLimit:
+		ex.Desc += ", at the session's process limit"
+	case isolate.EndedDiskLimit:
+		ex.Desc += ", with its working directory full"
+	case isolate.EndedTimeout, isolate.EndedCancelled:
+		ex.EndedBy = pb.EndedBy_ENDED_BY_UNSPECIFIED // the REPL itself killed it and knows why
+	}
+	return ex
 }

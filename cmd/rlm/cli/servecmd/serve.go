@@ -226,12 +226,8 @@ func (o *Options) limits(cfg config.Config, st config.Serve, backendName string)
 			return l, "", fmt.Errorf("isolation %s cannot work on this host: %v", l.Isolation, err)
 		}
 	}
-	// Python REPL sessions get at most process isolation (plugins/python).
-	session := l.Isolation
-	if session == string(isolate.LevelNamespace) {
-		session = string(isolate.LevelProcess)
-	}
-	return l, session, nil
+	// Python REPL sessions run under the same level as programs.
+	return l, l.Isolation, nil
 }
 
 // Run starts the server and blocks until ctx ends (a signal), then shuts

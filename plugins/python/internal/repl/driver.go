@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,8 +73,7 @@ type rpcError struct {
 // inst is one incarnation of the driver process. A Process replaces its inst
 // when the interpreter is restarted.
 type inst struct {
-	cmd   *exec.Cmd
-	pid   int
+	proc  Proc
 	tag   string
 	toW   *os.File // host -> driver (fd 3 in the driver)
 	intrW int      // interrupt notes (fd 5 in the driver), non-blocking
@@ -88,8 +86,8 @@ type inst struct {
 	key    codeKey // the interpreter, for the cache
 	keyOK  bool
 
-	exited   chan struct{} // closed once cmd.Wait returned
-	waitErr  error
+	exited   chan struct{} // closed once proc.Wait returned
+	exit     Exit          // how it ended, once exited is closed
 	killOnce sync.Once
 }
 
@@ -156,7 +154,7 @@ func spawn(cfg *Config, useCache bool) (*inst, error) {
 	if v, ok := codeCache.Load(key); ok && keyOK && useCache {
 		code = v.([]byte)
 	}
-	var cmd *exec.Cmd
+	var argv []string
 	var codeR, codeW *os.File
 	if code != nil {
 		var err error
@@ -165,37 +163,23 @@ func spawn(cfg *Config, useCache bool) (*inst, error) {
 			return nil, fmt.Errorf("repl: pipes: %w", err)
 		}
 		setPipeSize(codeW, len(code)+4096)
-		cmd = exec.Command(cfg.Python, "-c", bootstrapCached)
+		argv = []string{cfg.Python, "-c", bootstrapCached}
 	} else {
-		cmd = exec.Command(cfg.Python, "-c", bootstrap, driverSource)
+		argv = []string{cfg.Python, "-c", bootstrap, driverSource}
 	}
-	cmd.Env = env
-	cmd.Dir = cfg.Dir
-	cmd.Stdin = nil // /dev/null
-	cmd.Stdout = outW
-	cmd.Stderr = errW
-	cmd.ExtraFiles = []*os.File{reqR, respW, intrR}
+	extra := []*os.File{reqR, respW, intrR}
 	if codeR != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, codeR)
+		extra = append(extra, codeR)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	launch := cfg.Launch
+	if launch == nil {
+		launch = ChildLauncher(tag, cfg.Rlimits)
+	}
+	proc, err := launch(argv, env, cfg.Dir, extra, outW, errW)
+	if err != nil {
 		closeAll()
 		unix.Close(intrW)
-		return nil, fmt.Errorf("repl: start %s: %w", cfg.Python, err)
-	}
-	for _, rl := range cfg.Rlimits {
-		lim := unix.Rlimit{Cur: rl.Cur, Max: rl.Max}
-		if lim.Max == 0 {
-			lim.Max = lim.Cur
-		}
-		if err := unix.Prlimit(cmd.Process.Pid, rl.Resource, &lim, nil); err != nil {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			_ = cmd.Wait()
-			closeAll()
-			unix.Close(intrW)
-			return nil, fmt.Errorf("repl: setting resource limit %d: %w", rl.Resource, err)
-		}
+		return nil, err
 	}
 	// the child's ends
 	reqR.Close()
@@ -212,8 +196,7 @@ func spawn(cfg *Config, useCache bool) (*inst, error) {
 	}
 
 	d := &inst{
-		cmd:    cmd,
-		pid:    cmd.Process.Pid,
+		proc:   proc,
 		tag:    tag,
 		toW:    reqW,
 		intrW:  intrW,
@@ -226,7 +209,7 @@ func spawn(cfg *Config, useCache bool) (*inst, error) {
 		keyOK:  keyOK,
 	}
 	go func() {
-		d.waitErr = cmd.Wait()
+		d.exit = proc.Wait()
 		close(d.exited)
 	}()
 	go d.readFrames(respR)
@@ -299,9 +282,8 @@ type response struct {
 // it, waits for the driver to be reaped, and reaps the rest it can.
 func (d *inst) kill() {
 	d.killOnce.Do(func() {
-		killed := killTree(d.pid, d.tag)
+		d.proc.Kill()
 		<-d.exited
-		reapKilled(killed, 2*time.Second)
 		d.toW.Close()
 		unix.Close(d.intrW)
 		d.intrW = -1
@@ -322,21 +304,10 @@ func (d *inst) drain(limit time.Duration) (out, errc *capture) {
 	return d.out.take(), d.err.take()
 }
 
-// exitDescription says how the driver process ended.
+// exitDescription says how the driver process ended; valid once exited is
+// closed.
 func (d *inst) exitDescription() (desc, signal string, code int32) {
-	st := d.cmd.ProcessState
-	if st == nil {
-		return "unknown exit", "", -1
-	}
-	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		sig := ws.Signal()
-		name := unix.SignalName(sig)
-		if name == "" {
-			name = sig.String()
-		}
-		return "killed by " + name, name, 128 + int32(sig)
-	}
-	return fmt.Sprintf("exit status %d", st.ExitCode()), "", int32(st.ExitCode())
+	return d.exit.Desc, d.exit.Signal, d.exit.Code
 }
 
 // errOpenRejected: the driver ran and refused the open request (a bad
@@ -425,7 +396,9 @@ func (d *inst) interrupt(cell int) {
 	var note [4]byte
 	binary.BigEndian.PutUint32(note[:], uint32(cell))
 	_, _ = unix.Write(d.intrW, note[:]) // a full pipe (impossible in practice) only loses the note
-	_ = syscall.Kill(d.pid, syscall.SIGINT)
+	if pid := d.proc.Pid(); pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGINT)
+	}
 }
 
 // closeStreams closes the output pipes' read ends, ending their readers even

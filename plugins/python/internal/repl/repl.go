@@ -95,8 +95,12 @@ type Config struct {
 	// Rlimits are applied to the interpreter (prlimit) right after it is
 	// spawned, before any user code can run, and are inherited by its
 	// children; e.g. {unix.RLIMIT_AS, 1 << 30} turns runaway allocation into
-	// MemoryError. They carry over to restarted interpreters.
+	// MemoryError. They carry over to restarted interpreters. Only the
+	// default launcher applies them; a Launch of one's own sets its own.
 	Rlimits []Rlimit
+	// Launch starts each interpreter (the first and every restart); nil
+	// starts a plain child (ChildLauncher). See Launcher.
+	Launch Launcher
 }
 
 // Rlimit is one resource limit (unix.RLIMIT_*); Max 0 means Max = Cur.
@@ -225,7 +229,7 @@ func (p *Process) startInstWith(ctx context.Context, useCache bool) error {
 	p.stateMu.Lock()
 	p.version = r.Python
 	p.stateMu.Unlock()
-	p.pid.Store(int64(d.pid))
+	p.pid.Store(int64(d.proc.Pid()))
 	return nil
 }
 
@@ -524,6 +528,9 @@ func (p *Process) crashed(d *inst, start time.Time, detail string) (*proto.Resul
 	desc, sig, code := d.exitDescription()
 	res := buildResult(oc, ec, start)
 	res.EndedBy = proto.EndedBy_CRASHED
+	if d.exit.EndedBy != proto.EndedBy_ENDED_BY_UNSPECIFIED {
+		res.EndedBy = d.exit.EndedBy // the sandbox's memory or process limit killed it
+	}
 	res.StateLost = true
 	res.Signal = sig
 	res.ExitCode = code
