@@ -144,6 +144,8 @@ func params(dir string) testscript.Params {
 			"heard":      cmdHeard,
 			"waitglob":   cmdWaitGlob,
 			"burst":      cmdBurst,
+			// trace viewer scripts (browse_cmds_test.go)
+			"browse": cmdBrowse,
 		},
 	}
 }
