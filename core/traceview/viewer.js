@@ -348,6 +348,7 @@
     Q = q.toLowerCase();
     var res = document.getElementById('results');
     res.textContent = '';
+    res.dataset.query = q;
     document.querySelectorAll('.node.target').forEach(function (n) { n.classList.remove('target'); });
     if (!Q) return;
     if (!index) buildIndex();

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -220,7 +221,9 @@ func (p *Page) Search(text string) (string, error) {
 	err := p.Run(
 		chromedp.Evaluate(`document.getElementById('search').value = ''`, nil),
 		chromedp.SendKeys(`#search`, text, chromedp.ByID),
-		chromedp.WaitVisible(`#hit-count`, chromedp.ByID),
+		// The search runs shortly after the last key: wait for the
+		// results of the whole text, not of a prefix.
+		chromedp.Poll(`document.getElementById('results').dataset.query === `+strconv.Quote(text), nil, chromedp.WithPollingTimeout(Timeout)),
 		chromedp.Evaluate(`(() => {
   const out = [document.getElementById('hit-count').textContent];
   document.querySelectorAll('#results .hit').forEach(h => out.push('hit ' + h.dataset.key + ' ' + h.dataset.field));
