@@ -56,7 +56,7 @@ func TestBuildAggregate(t *testing.T) {
 
 func TestBuildNeedle(t *testing.T) {
 	p := load(t, "../../examples/needle/transcript.jsonl")
-	if p.How != "FINAL_VAR(code) in iteration 4" || p.Answer != "7319-KESTREL" || p.Context != "str, 3145731 characters" {
+	if p.How != "FINAL_VAR(code) in iteration 4" || p.Answer != "7319-KESTREL" || p.Context != "a str, 3145731 characters" {
 		t.Fatalf("how %q answer %q context %q", p.How, p.Answer, p.Context)
 	}
 	root := p.Loops[0]
@@ -78,13 +78,13 @@ func TestBuildCutInCell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// run_start .. the llm_query's subcall event (line 9).
-	p := Build(evs[:9], Report{Events: 9})
+	// run_start .. the llm_query's subcall event (line 10).
+	p := Build(evs[:10], Report{Events: 10})
 	c := p.Loops[0].Iters[2].Cells[0]
 	if !c.Running || len(c.Subs) != 1 || c.Subs[0].Done || p.Ended || !p.TotalsPartial {
 		t.Fatalf("cell %+v, sub %+v, ended %v", c, c.Subs, p.Ended)
 	}
-	if notes := (Report{Events: 9}).Notes(); len(notes) != 1 {
+	if notes := (Report{Events: 10}).Notes(); len(notes) != 1 {
 		t.Errorf("notes %v", notes)
 	}
 }
@@ -123,7 +123,8 @@ func TestWriteSelfContained(t *testing.T) {
 		t.Error("no Content-Security-Policy forbidding loads")
 	}
 	// Nothing outside the data may refer to another file or a host.
-	static := regexp.MustCompile(`(?s)<script type="application/json" id="trace-data">.*?</script>`).ReplaceAllString(page, "")
+	// (The title holds the task, HTML-escaped: text, not a reference.)
+	static := regexp.MustCompile(`(?s)<script type="application/json" id="trace-data">.*?</script>|<title>.*?</title>`).ReplaceAllString(page, "")
 	for _, bad := range []string{"src=", "href=", "url(", "@import", "import(", "http://", "https://", "//cdn", "fetch(", "XMLHttpRequest", "<img", "<iframe", "<link"} {
 		if strings.Contains(static, bad) {
 			t.Errorf("the page outside its data holds %q", bad)

@@ -160,6 +160,8 @@
     h.appendChild(el('span', 'tw', '▸'));
     h.appendChild(el('span', 'name', title(sp)));
     var sum = el('span', 'sum'), st = el('span', 'st');
+    h.appendChild(sum);
+    h.appendChild(st);
     switch (sp.kind) {
       case 'loop':
         sum.textContent = d.task ? oneLine(d.task, 120) : '';
@@ -196,8 +198,6 @@
         else if (!d.done) h.insertBefore(badge('no answer: the trace ends here', 'warn'), sum);
         break;
     }
-    h.appendChild(sum);
-    h.appendChild(st);
     return h;
   }
   function node(sp) {

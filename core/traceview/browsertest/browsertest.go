@@ -97,15 +97,26 @@ func Start(path, dataDir string) (*Browser, error) {
 	}
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, bcancel := chromedp.NewContext(actx)
-	// The first Run starts the process.
-	sctx, scancel := context.WithTimeout(bctx, Timeout)
-	defer scancel()
-	if err := chromedp.Run(sctx); err != nil {
-		bcancel()
+	if err := first(bctx, bcancel); err != nil {
 		acancel()
 		return nil, fmt.Errorf("starting %s: %w", path, err)
 	}
 	return &Browser{ctx: bctx, cancel: func() { bcancel(); acancel() }}, nil
+}
+
+// first makes the first Run on a chromedp context, which starts the
+// browser or opens the tab. That Run binds the browser (tab) to the
+// context it is given, so it must get ctx itself, not a context with a
+// timeout (whose end would close it): a watchdog cancels ctx instead if
+// the start hangs.
+func first(ctx context.Context, cancel func()) error {
+	t := time.AfterFunc(Timeout, cancel)
+	defer t.Stop()
+	if err := chromedp.Run(ctx); err != nil {
+		cancel()
+		return err
+	}
+	return nil
 }
 
 // Close stops the browser and waits for it to exit.
@@ -130,6 +141,9 @@ func (b *Browser) Open(file string) (*Page, error) {
 	}
 	u := (&url.URL{Scheme: "file", Path: abs}).String()
 	tctx, tcancel := chromedp.NewContext(b.ctx)
+	if err := first(tctx, tcancel); err != nil {
+		return nil, fmt.Errorf("opening a tab: %w", err)
+	}
 	p := &Page{ctx: tctx, cancel: tcancel, URL: u}
 	chromedp.ListenTarget(tctx, func(ev any) {
 		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
