@@ -2,6 +2,7 @@ package testscripts
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,8 +20,7 @@ import (
 // clicks "expand all" first. -screenshot writes a PNG of the page to NAME
 // in $WORK (and to docs/NAME in the repository when RLM_UPDATE_DOCS is
 // set: make docs-screenshot). It fails when the page requests anything
-// but itself: the viewer must load nothing from the network. Without
-// chromium the script is skipped, unless RLM_REQUIRE_BROWSER is set.
+// but itself: the viewer must load nothing from the network.
 func cmdBrowse(ts *testscript.TestScript, neg bool, args []string) {
 	if neg {
 		ts.Fatalf("usage: browse [-search TEXT] [-screenshot NAME] [-expand] PAGE.html")
@@ -34,10 +34,7 @@ func cmdBrowse(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	path, err := browsertest.Find()
 	if err != nil {
-		if browsertest.Required() {
-			ts.Fatalf("RLM_REQUIRE_BROWSER is set but %v", err)
-		}
-		ts.Skip(err.Error())
+		ts.Fatalf("%v (guard the script with [!browser] skip)", err)
 	}
 	dir, err := os.MkdirTemp(ts.Getenv("WORK"), "chromium-")
 	ts.Check(err)
@@ -82,4 +79,17 @@ func cmdBrowse(ts *testscript.TestScript, neg bool, args []string) {
 	out.WriteString("requests: only the page itself\n")
 	_, err = ts.Stdout().Write([]byte(out.String()))
 	ts.Check(err)
+}
+
+// condBrowser is the [browser] condition: chromium is installed. With
+// RLM_REQUIRE_BROWSER set (CI) a missing browser is an error, so that a
+// script guarded by [!browser] skip fails instead of skipping.
+func condBrowser() (bool, error) {
+	if _, err := browsertest.Find(); err != nil {
+		if browsertest.Required() {
+			return false, fmt.Errorf("RLM_REQUIRE_BROWSER is set but %v", err)
+		}
+		return false, nil
+	}
+	return true, nil
 }
