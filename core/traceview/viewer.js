@@ -12,6 +12,11 @@
   var TEXT_CAP = 20000, LIST_CAP = 200, ITEMS_OPEN = 400, HITS_CAP = 200;
   var app = document.getElementById('app');
   var Q = ''; // the current search, lower case
+  // entering is set from an Enter that revealed a node until that key is
+  // released: its keypress would otherwise "click" the head reveal
+  // focused, closing the node again.
+  var entering = false;
+  document.addEventListener('keyup', function (e) { if (e.key === 'Enter') entering = false; });
 
   function el(tag, cls, text) {
     var e = document.createElement(tag);
@@ -206,7 +211,7 @@
     n.dataset.kind = sp.kind;
     var h = head(sp), body = el('div', 'body');
     body.hidden = true;
-    h.addEventListener('click', function () { setOpen(sp, !sp.open); });
+    h.addEventListener('click', function () { if (!entering) setOpen(sp, !sp.open); });
     n.appendChild(h);
     n.appendChild(body);
     sp.el = n;
@@ -437,7 +442,7 @@
       timer = setTimeout(function () { search(input.value); }, 120);
     });
     input.addEventListener('keydown', function (e) {
-      if (e.key === 'Enter') { clearTimeout(timer); search(input.value); var f = document.querySelector('#results .hit'); if (f) f.click(); }
+      if (e.key === 'Enter') { e.preventDefault(); entering = true; clearTimeout(timer); search(input.value); var f = document.querySelector('#results .hit'); if (f) reveal(f.dataset.key); }
       if (e.key === 'Escape') { input.value = ''; search(''); }
       if (e.key === 'ArrowDown') { var h = document.querySelector('#results .hit'); if (h) { h.focus(); e.preventDefault(); } }
     });
@@ -477,6 +482,7 @@
     var t = e.target;
     if (e.key === '/' && t.tagName !== 'INPUT') { e.preventDefault(); document.getElementById('search').focus(); return; }
     if (t.classList && t.classList.contains('hit')) {
+      if (e.key === 'Enter') { e.preventDefault(); entering = true; reveal(t.dataset.key); return; }
       if (e.key === 'ArrowDown' && t.nextElementSibling) { t.nextElementSibling.focus(); e.preventDefault(); }
       if (e.key === 'ArrowUp') { (t.previousElementSibling && t.previousElementSibling.classList.contains('hit') ? t.previousElementSibling : document.getElementById('search')).focus(); e.preventDefault(); }
       return;
