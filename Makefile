@@ -10,7 +10,7 @@ PLUGINS := $(wildcard plugins/*/cmd/rlm-plugin-*)
 
 include plugins/pyodide/wasm/Makefile.inc
 
-.PHONY: all build demo examples test test-short lint proto bench clean
+.PHONY: all build demo examples test test-short lint proto bench docs-screenshot clean
 
 all: build
 
@@ -49,6 +49,11 @@ proto:
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./bench/...
+
+# docs/trace-view.png: the needle run's page in headless Chromium, taken by
+# the trace viewer's testscript (testscripts/testdata/trace/view.txtar).
+docs-screenshot:
+	RLM_UPDATE_DOCS=1 RLM_REQUIRE_BROWSER=1 $(GO) test -count=1 -run 'TestScripts/trace' ./testscripts
 
 clean:
 	rm -rf $(BIN)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/engine"
 	"github.com/rlmkit/rlm/core/llm"
+	"github.com/rlmkit/rlm/core/traceview"
 )
 
 // Exit codes of rlm run (0 and 2 are shared by every command).
@@ -56,6 +58,7 @@ type Options struct {
 	MaxTime       time.Duration
 	MaxErrors     int
 	Trace         string
+	TraceHTML     string
 	Format        string
 	Backend       string
 	BaseURL       string
@@ -97,7 +100,8 @@ Exit status:
 		Example: `  rlm run examples/needle/task.toml --provider replay
   rlm run --task 'How many errors are logged?' --context app.log --provider openai --model gpt-4o-mini
   cat notes.txt | rlm run --task 'Summarise the decisions' --context - --format json
-  rlm run task.toml --trace run.jsonl && rlm trace show run.jsonl`,
+  rlm run task.toml --trace run.jsonl && rlm trace show run.jsonl
+  rlm run task.toml --trace-html run.html   # the run as one HTML page`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Changed = cmd.Flags().Changed
@@ -132,6 +136,7 @@ Exit status:
 	fl.DurationVar(&o.MaxTime, "max-time", 0, "wall-time cap of the whole run, e.g. 5m (default 30m)")
 	fl.IntVar(&o.MaxErrors, "max-errors", 0, "failed code blocks in a row before a best answer is asked for (default 5)")
 	fl.StringVar(&o.Trace, "trace", "", "write every event of the run to FILE as JSON lines")
+	fl.StringVar(&o.TraceHTML, "trace-html", "", "write the run as one self-contained HTML page to FILE (what rlm trace view makes)")
 	fl.StringVar(&o.Format, "format", "text", "output: text (the answer) or json (answer, source, usage)")
 	fl.StringVarP(&o.Backend, "backend", "b", "", "what runs the REPL: auto, daemon, native or pyodide (default from config: auto)")
 	o.Limits.Register(fl)
@@ -303,6 +308,13 @@ func run(ctx context.Context, o *Options) error {
 		return cmdutil.Usage(err)
 	}
 
+	var page *traceview.Builder
+	if o.TraceHTML != "" {
+		if err := checkPagePath(o.TraceHTML, o.Trace); err != nil {
+			return cmdutil.Usage(err)
+		}
+		page = traceview.NewBuilder()
+	}
 	var trace *traceFile
 	if o.Trace != "" {
 		if trace, err = createTrace(o.Trace); err != nil {
@@ -336,6 +348,14 @@ func run(ctx context.Context, o *Options) error {
 	if trace != nil {
 		opts.Trace = trace
 	}
+	if page != nil {
+		// The engine calls OnEvent under its trace lock, so the builder
+		// sees the events one at a time and in trace order.
+		opts.OnEvent = func(ev engine.Event) {
+			prog.event(ev)
+			page.Add(ev)
+		}
+	}
 	eng, err := engine.New(opts)
 	if err != nil {
 		return cmdutil.Usage(err)
@@ -346,6 +366,13 @@ func run(ctx context.Context, o *Options) error {
 	if trace != nil {
 		if err := trace.Close(); err != nil {
 			fmt.Fprintf(o.F.IO.ErrOut, "rlm: warning: the trace %s is incomplete: %v\n", o.Trace, err)
+		}
+	}
+	if page != nil {
+		// Like --trace, a page that cannot be written does not hide the
+		// run's answer or its exit status: it is reported.
+		if err := traceview.WriteFile(o.TraceHTML, page.Page()); err != nil {
+			fmt.Fprintf(o.F.IO.ErrOut, "rlm: warning: --trace-html: %v\n", err)
 		}
 	}
 	if o.Format == "json" {
@@ -388,6 +415,23 @@ func exitCode(ctx context.Context, err error) int {
 		return ExitSandbox
 	}
 	return cmdutil.ExitFailure
+}
+
+// checkPagePath refuses a --trace-html path that cannot be written or
+// would overwrite the trace, before the run spends anything.
+func checkPagePath(path, trace string) error {
+	if trace != "" && filepath.Clean(path) == filepath.Clean(trace) {
+		return fmt.Errorf("--trace-html %s is also the --trace file: give the page another name", path)
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil || !st.IsDir() {
+		return fmt.Errorf("--trace-html %s: the directory %s does not exist: create it or choose another path", path, dir)
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("--trace-html %s is a directory: give a file name such as %s", path, filepath.Join(path, "run.html"))
+	}
+	return nil
 }
 
 // traceFile remembers the first write error so that a full disk does not

@@ -1,19 +1,18 @@
-// Package tracecmd implements `rlm trace show`: print a run's trace (the
-// JSONL file `rlm run --trace` writes) as a readable tree of loops.
+// Package tracecmd implements `rlm trace show` (print a run's trace, the
+// JSONL file `rlm run --trace` writes, as a readable tree of loops) and
+// `rlm trace view` (write it as one self-contained HTML page).
 package tracecmd
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
 	"github.com/rlmkit/rlm/core/engine"
+	"github.com/rlmkit/rlm/core/traceview"
 )
 
 // NewCmd builds `rlm trace`.
@@ -32,50 +31,43 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
   rlm trace show --full run.jsonl`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			evs, err := Load(args[0])
+			evs, rep, err := Load(args[0])
 			if err != nil {
 				return cmdutil.Usage(err)
 			}
+			warnIncomplete(f.IO.ErrOut, args[0], rep)
 			if full {
 				lines = 0
 			}
-			return Show(f.IO.Out, evs, lines)
+			if err := Show(f.IO.Out, evs, lines); err != nil {
+				return err
+			}
+			if rep.Cut || rep.Bad > 0 {
+				fmt.Fprintf(f.IO.Out, "(the trace is incomplete: %s)\n", strings.Join(rep.Notes(), "; "))
+			}
+			return nil
 		},
 	}
 	show.Flags().BoolVar(&full, "full", false, "print code, outputs and answers whole")
 	show.Flags().IntVar(&lines, "lines", 8, "lines kept of each code block, output and model reply (head and tail)")
-	cmd.AddCommand(show)
+	cmd.AddCommand(show, NewCmdView(f, nil))
 	return cmd
 }
 
-// Load reads a JSONL trace.
-func Load(path string) ([]engine.Event, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read trace: %w", err)
-	}
-	defer fh.Close()
-	var evs []engine.Event
-	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
+// Load reads a JSONL trace, skipping what cannot be read (see
+// [traceview.Scan]); the report says what was skipped.
+func Load(path string) ([]engine.Event, traceview.Report, error) {
+	return traceview.ReadFile(path)
+}
+
+// warnIncomplete tells on stderr why a trace is incomplete: the command
+// still shows what it read, so this is a warning, not a failure.
+func warnIncomplete(w io.Writer, path string, rep traceview.Report) {
+	if rep.Cut || rep.Bad > 0 {
+		for _, n := range rep.Notes() {
+			fmt.Fprintf(w, "rlm: warning: %s: %s\n", path, n)
 		}
-		var ev engine.Event
-		if err := json.Unmarshal([]byte(line), &ev); err != nil {
-			return nil, fmt.Errorf("%s:%d: not a trace event: %v", path, n, err)
-		}
-		evs = append(evs, ev)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(evs) == 0 {
-		return nil, fmt.Errorf("%s: empty trace", path)
-	}
-	return evs, nil
 }
 
 type printer struct {

@@ -1,0 +1,72 @@
+package tracecmd
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
+)
+
+func testFactory() (*cmdutil.Factory, *bytes.Buffer, *bytes.Buffer) {
+	var out, errb bytes.Buffer
+	return &cmdutil.Factory{IO: &cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errb}}, &out, &errb
+}
+
+func TestViewFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		out     string
+		errText string
+	}{
+		{args: []string{"run.jsonl"}, out: "run.html"},
+		{args: []string{"dir/run.trace.jsonl"}, out: "dir/run.trace.html"},
+		{args: []string{"trace"}, out: "trace.html"},
+		{args: []string{"run.jsonl", "-o", "x/page.html"}, out: "x/page.html"},
+		{args: []string{"run.jsonl", "-o", "./run.jsonl"}, errText: "would overwrite the trace"},
+		{args: []string{}, errText: "accepts 1 arg"},
+	} {
+		f, _, _ := testFactory()
+		var got *ViewOptions
+		cmd := NewCmdView(f, func(o *ViewOptions) error { got = o; return nil })
+		cmd.SetArgs(tc.args)
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		err := cmd.Execute()
+		if tc.errText != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.errText) {
+				t.Errorf("%v: error %v, want %q", tc.args, err, tc.errText)
+			}
+			continue
+		}
+		if err != nil || got == nil || got.Out != tc.out {
+			t.Errorf("%v: %v, options %+v; want out %s", tc.args, err, got, tc.out)
+		}
+	}
+}
+
+func TestViewRun(t *testing.T) {
+	f, _, errb := testFactory()
+	page := filepath.Join(t.TempDir(), "agg.html")
+	err := viewRun(&ViewOptions{IO: f.IO, Trace: "../../../../examples/aggregate/transcript.jsonl", Out: page})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil || !bytes.Contains(b, []byte(`"answer":"bug: 795, docs: 191`)) {
+		t.Fatalf("page: %v, %d bytes", err, len(b))
+	}
+	if !strings.Contains(errb.String(), "wrote "+page+" (46 events)") {
+		t.Errorf("stderr %q", errb.String())
+	}
+
+	f, _, _ = testFactory()
+	err = viewRun(&ViewOptions{IO: f.IO, Trace: filepath.Join(t.TempDir(), "none.jsonl"), Out: page})
+	var ee *cmdutil.ExitError
+	if !errors.As(err, &ee) || ee.Code != cmdutil.ExitUsage || !strings.Contains(err.Error(), "rlm run TASK --trace") {
+		t.Errorf("missing trace: %v", err)
+	}
+}
