@@ -77,7 +77,7 @@ func (c *Context) proto() *pb.Context {
 // Run executes one program.
 func (r *Runtime) Run(ctx context.Context, p Program) (*Result, error) {
 	req := &pb.RunRequest{
-		Code: p.Code, Stdin: p.Stdin, Args: p.Args, Env: p.Env,
+		Code: []byte(p.Code), Stdin: p.Stdin, Args: pb.Bytes(p.Args), Env: pb.EnvBytes(p.Env),
 		Requirements: p.Requirements, Install: p.Install, Limits: p.Limits.Proto(),
 		Context: p.Context.proto(), ReturnFiles: p.ReturnFiles, Runtime: r.Name,
 	}
@@ -97,7 +97,7 @@ func (r *Runtime) Run(ctx context.Context, p Program) (*Result, error) {
 
 // Check validates code without running it.
 func (r *Runtime) Check(ctx context.Context, code string) (ok bool, msg string, err error) {
-	res, err := r.Client.Check(ctx, &pb.CheckRequest{Code: code, Runtime: r.Name})
+	res, err := r.Client.Check(ctx, &pb.CheckRequest{Code: []byte(code), Runtime: r.Name})
 	if err != nil {
 		return false, "", rpcError(err)
 	}

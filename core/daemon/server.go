@@ -537,7 +537,7 @@ func (r *runtimeService) Run(ctx context.Context, req *pb.RunRequest) (*pb.Resul
 	if h.warmRunnable(req) {
 		if w, err := h.warmWorker(ctx); err == nil {
 			defer w.Close()
-			res, err := w.runCell(ctx, req.GetCode(), time.Duration(req.GetLimits().GetWallMs())*time.Millisecond)
+			res, err := w.runCell(ctx, string(req.GetCode()), time.Duration(req.GetLimits().GetWallMs())*time.Millisecond)
 			if err != nil {
 				if ctx.Err() == nil {
 					h.workersLost.Add(1)
