@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/rlmkit/rlm/core/proto"
@@ -84,8 +86,13 @@ func (r *Runtime) Run(ctx context.Context, p Program) (*Result, error) {
 	for _, f := range p.Files {
 		req.Files = append(req.Files, &pb.File{Path: f.Path, Data: f.Data})
 	}
-	res, err := r.Client.Run(ctx, req)
+	var hdr metadata.MD
+	res, err := r.Client.Run(ctx, req, grpc.Header(&hdr))
 	if err != nil {
+		if lost := RunLost(ctx, err, hdr); lost != "" {
+			return &Result{EndedBy: "crashed", ExitCode: -1, Backend: r.Backend,
+				Error: fmt.Sprintf("the %s runtime (%s) exited while the program was running (%s); %s", r.Name, r.Backend, lost, PartlyRun)}, nil
+		}
 		return nil, rpcError(err)
 	}
 	out := FromProto(res)
@@ -93,6 +100,24 @@ func (r *Runtime) Run(ctx context.Context, p Program) (*Result, error) {
 		out.Backend = r.Backend
 	}
 	return out, nil
+}
+
+// PartlyRun ends the error of a run whose plugin died under it.
+const PartlyRun = "the program may have partly run, and it was not run again"
+
+// RunLost says, for a failed Run call, whether the connection was lost
+// after the server accepted the request (pb.AcceptedHeader in hdr): the
+// program may then have started, so the call must not be retried. It
+// returns the gRPC message, or "" when the request may be sent again (it
+// never reached a live server) or failed for another reason.
+func RunLost(ctx context.Context, err error, hdr metadata.MD) string {
+	if ctx.Err() != nil || len(hdr.Get(pb.AcceptedHeader)) == 0 {
+		return ""
+	}
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable {
+		return st.Message()
+	}
+	return ""
 }
 
 // Check validates code without running it.
