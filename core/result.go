@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	pb "github.com/rlmkit/rlm/core/proto"
 )
@@ -14,8 +15,13 @@ import (
 // Result is how a program or a cell ended. Its JSON form is what
 // `rlm exec --json` prints and what the HTTP server builds on.
 type Result struct {
+	// Stdout and Stderr are the bytes the program wrote. JSON text must be
+	// UTF-8, so encoding/json shows invalid bytes as U+FFFD; when that
+	// happens StdoutBase64 / StderrBase64 carry the exact bytes.
 	Stdout        string `json:"stdout"`
 	Stderr        string `json:"stderr"`
+	StdoutBase64  string `json:"stdout_base64,omitempty"`
+	StderrBase64  string `json:"stderr_base64,omitempty"`
 	StdoutOmitted int64  `json:"stdout_omitted,omitempty"`
 	StderrOmitted int64  `json:"stderr_omitted,omitempty"`
 	ExitCode      int    `json:"exit_code"`
@@ -84,12 +90,22 @@ func FromProto(r *pb.Result) *Result {
 	if res.Duration == 0 {
 		res.Duration = time.Duration(res.DurationMs) * time.Millisecond
 	}
+	res.StdoutBase64, res.StderrBase64 = Base64IfBinary(r.GetStdout()), Base64IfBinary(r.GetStderr())
 	res.TimedOut = r.GetEndedBy() == pb.EndedBy_TIMEOUT
 	res.Truncated = res.StdoutOmitted > 0 || res.StderrOmitted > 0
 	for _, f := range r.GetFiles() {
 		res.Files = append(res.Files, File{Path: f.GetPath(), Size: f.GetSize(), Change: f.GetChange(), Data: f.GetData()})
 	}
 	return res
+}
+
+// Base64IfBinary is b in standard base64 when b is not valid UTF-8 (its
+// JSON text form would replace bytes), else "".
+func Base64IfBinary(b []byte) string {
+	if utf8.Valid(b) {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString(b)
 }
 
 // EndedByName is the lower-case name used in JSON.

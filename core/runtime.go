@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/rlmkit/rlm/core/proto"
@@ -77,15 +79,20 @@ func (c *Context) proto() *pb.Context {
 // Run executes one program.
 func (r *Runtime) Run(ctx context.Context, p Program) (*Result, error) {
 	req := &pb.RunRequest{
-		Code: p.Code, Stdin: p.Stdin, Args: p.Args, Env: p.Env,
+		Code: []byte(p.Code), Stdin: p.Stdin, Args: pb.Bytes(p.Args), Env: pb.EnvBytes(p.Env),
 		Requirements: p.Requirements, Install: p.Install, Limits: p.Limits.Proto(),
 		Context: p.Context.proto(), ReturnFiles: p.ReturnFiles, Runtime: r.Name,
 	}
 	for _, f := range p.Files {
 		req.Files = append(req.Files, &pb.File{Path: f.Path, Data: f.Data})
 	}
-	res, err := r.Client.Run(ctx, req)
+	var hdr metadata.MD
+	res, err := r.Client.Run(ctx, req, grpc.Header(&hdr))
 	if err != nil {
+		if lost := RunLost(ctx, err, hdr); lost != "" {
+			return &Result{EndedBy: "crashed", ExitCode: -1, Backend: r.Backend,
+				Error: fmt.Sprintf("the %s runtime (%s) exited while the program was running (%s); %s", r.Name, r.Backend, lost, PartlyRun)}, nil
+		}
 		return nil, rpcError(err)
 	}
 	out := FromProto(res)
@@ -95,9 +102,27 @@ func (r *Runtime) Run(ctx context.Context, p Program) (*Result, error) {
 	return out, nil
 }
 
+// PartlyRun ends the error of a run whose plugin died under it.
+const PartlyRun = "the program may have partly run, and it was not run again"
+
+// RunLost says, for a failed Run call, whether the connection was lost
+// after the server accepted the request (pb.AcceptedHeader in hdr): the
+// program may then have started, so the call must not be retried. It
+// returns the gRPC message, or "" when the request may be sent again (it
+// never reached a live server) or failed for another reason.
+func RunLost(ctx context.Context, err error, hdr metadata.MD) string {
+	if ctx.Err() != nil || len(hdr.Get(pb.AcceptedHeader)) == 0 {
+		return ""
+	}
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable {
+		return st.Message()
+	}
+	return ""
+}
+
 // Check validates code without running it.
 func (r *Runtime) Check(ctx context.Context, code string) (ok bool, msg string, err error) {
-	res, err := r.Client.Check(ctx, &pb.CheckRequest{Code: code, Runtime: r.Name})
+	res, err := r.Client.Check(ctx, &pb.CheckRequest{Code: []byte(code), Runtime: r.Name})
 	if err != nil {
 		return false, "", rpcError(err)
 	}

@@ -72,7 +72,7 @@ func (r *Runtime) OpenSession(ctx context.Context, opts SessionOptions) (Session
 		done:    make(chan struct{}),
 	}
 	if err := s.send(&pb.SessionRequest{Msg: &pb.SessionRequest_Open{Open: &pb.OpenSession{
-		Context: opts.Context.proto(), Limits: opts.Limits.Proto(), Env: opts.Env, Runtime: name,
+		Context: opts.Context.proto(), Limits: opts.Limits.Proto(), Env: pb.EnvBytes(opts.Env), Runtime: name,
 	}}}); err != nil {
 		if err == io.EOF {
 			// The server already ended the stream (say, Unimplemented);
@@ -309,7 +309,7 @@ func (s *session) failure() error {
 func (s *session) Execute(ctx context.Context, code string, timeout time.Duration) (*Result, error) {
 	msg, err := s.call(ctx, func(id uint64) *pb.SessionRequest {
 		return &pb.SessionRequest{Msg: &pb.SessionRequest_Execute{Execute: &pb.Execute{
-			Id: id, Code: code, TimeoutMs: timeout.Milliseconds()}}}
+			Id: id, Code: []byte(code), TimeoutMs: timeout.Milliseconds()}}}
 	}, func() { _ = s.Cancel() })
 	if err != nil {
 		return nil, err

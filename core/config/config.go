@@ -94,6 +94,11 @@ type Serve struct {
 	MaxTimeout Duration `toml:"max_timeout" env:"RLM_MAX_TIMEOUT"`
 	// Token, when set, is required as a bearer token (not on /health).
 	Token string `toml:"token" env:"RLM_TOKEN"`
+	// AllowUnauthenticated lets serve listen on a non-loopback address
+	// without a token. Off, such a server refuses to start: it would run
+	// code for anyone who can reach it. Turn it on only when something in
+	// front of rlm (a proxy, a private network) does the authentication.
+	AllowUnauthenticated bool `toml:"allow_unauthenticated" env:"RLM_ALLOW_UNAUTHENTICATED"`
 	// SessionIdle closes sessions unused this long.
 	SessionIdle Duration `toml:"session_idle" env:"RLM_SESSION_IDLE"`
 	// MaxSessions bounds open sessions.

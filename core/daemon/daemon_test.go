@@ -435,3 +435,24 @@ func TestPathsSitBesideTheSocket(t *testing.T) {
 		t.Fatalf("default %+v", d)
 	}
 }
+
+// A program whose warm worker dies under it may have partly run: it ends
+// crashed and is not run again (a second run would repeat its effects).
+func TestWarmRunWhoseWorkerDiesIsCrashedNotRetried(t *testing.T) {
+	r := startDaemon(t, 1)
+	rt := dialFake(t, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := rt.Run(ctx, core.Program{Code: "crash"})
+	if err != nil || res.EndedBy != "crashed" || res.ExitCode != -1 || !strings.Contains(res.Error, core.PartlyRun) {
+		t.Fatalf("run on a dying worker: %+v %v", res, err)
+	}
+	waitFor(t, r, "lost worker counted", func(rs RuntimeStatus) bool { return rs.WorkersLost == 1 })
+	if rs := fakeStatus(t, r); rs.Runs != 1 {
+		t.Fatalf("runs %d, want 1: the program was run again", rs.Runs)
+	}
+	res, err = rt.Run(ctx, core.Program{Code: "exit 3"})
+	if err != nil || res.ExitCode != 3 {
+		t.Fatalf("after a crash: %+v %v", res, err)
+	}
+}

@@ -66,11 +66,11 @@ func (f *fakeRuntime) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, 
 }
 
 func (f *fakeRuntime) Run(_ context.Context, req *pb.RunRequest) (*pb.Result, error) {
-	return &pb.Result{Stdout: []byte("run:" + req.GetCode()), Backend: "native", EndedBy: pb.EndedBy_EXIT}, nil
+	return &pb.Result{Stdout: []byte("run:" + string(req.GetCode())), Backend: "native", EndedBy: pb.EndedBy_EXIT}, nil
 }
 
 func (f *fakeRuntime) Check(_ context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	return &pb.CheckResponse{Ok: !strings.Contains(req.GetCode(), "(")}, nil
+	return &pb.CheckResponse{Ok: !strings.Contains(string(req.GetCode()), "(")}, nil
 }
 
 func (f *fakeRuntime) Session(s pb.Runtime_SessionServer) error {
@@ -113,7 +113,7 @@ func (f *fakeRuntime) Session(s pb.Runtime_SessionServer) error {
 				return err
 			}
 		case *pb.SessionRequest_Execute:
-			cmd, arg, _ := strings.Cut(x.Execute.GetCode(), " ")
+			cmd, arg, _ := strings.Cut(string(x.Execute.GetCode()), " ")
 			res := &pb.Result{EndedBy: pb.EndedBy_EXIT, Backend: "native"}
 			switch cmd {
 			case "set":

@@ -46,9 +46,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/pool"
 	pb "github.com/rlmkit/rlm/core/proto"
@@ -336,6 +338,18 @@ func (h *host) client(role int) (pb.RuntimeClient, error) {
 	return p.Client, nil
 }
 
+// drop forgets role's plugin if it is still the one behind c, so that the
+// next client call launches a fresh one (Exited may not know yet that it
+// died).
+func (h *host) drop(role int, c pb.RuntimeClient) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p := h.plugs[role]; p != nil && p.Client == c {
+		p.Kill()
+		h.plugs[role] = nil
+	}
+}
+
 // openWarm opens one pool worker.
 func (h *host) openWarm(ctx context.Context) (*worker, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -537,12 +551,14 @@ func (r *runtimeService) Run(ctx context.Context, req *pb.RunRequest) (*pb.Resul
 	if h.warmRunnable(req) {
 		if w, err := h.warmWorker(ctx); err == nil {
 			defer w.Close()
-			res, err := w.runCell(ctx, req.GetCode(), time.Duration(req.GetLimits().GetWallMs())*time.Millisecond)
+			res, err := w.runCell(ctx, string(req.GetCode()), time.Duration(req.GetLimits().GetWallMs())*time.Millisecond)
 			if err != nil {
-				if ctx.Err() == nil {
-					h.workersLost.Add(1)
+				if ctx.Err() != nil {
+					return nil, status.Error(codes.Aborted, err.Error())
 				}
-				return nil, status.Error(codes.Aborted, err.Error())
+				// The cell was sent: it may have run. Never run it again.
+				h.workersLost.Add(1)
+				return crashed(h.name, errText(err)), nil
 			}
 			h.warmRuns.Add(1)
 			res.Backend = BackendName
@@ -556,16 +572,36 @@ func (r *runtimeService) Run(ctx context.Context, req *pb.RunRequest) (*pb.Resul
 		// No warm worker could be had (the runtime's sessions are
 		// failing): the plugin's own Run still works.
 	}
-	c, err := h.client(forRuns)
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		c, err := h.client(forRuns)
+		if err != nil {
+			return nil, err
+		}
+		var hdr metadata.MD
+		res, err := c.Run(ctx, req, grpc.Header(&hdr))
+		if lost := core.RunLost(ctx, err, hdr); lost != "" {
+			return crashed(h.name, lost), nil
+		}
+		if err != nil {
+			// A plugin that died before it took the request (while idle)
+			// is relaunched and asked once more: nothing ran.
+			if status.Code(err) == codes.Unavailable && ctx.Err() == nil && attempt == 0 {
+				h.s.logf("%s: plugin gone before the request reached it; starting it again", h.name)
+				h.drop(forRuns, c)
+				continue
+			}
+			return nil, err
+		}
+		res.Backend = BackendName
+		return res, nil
 	}
-	res, err := c.Run(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	res.Backend = BackendName
-	return res, nil
+}
+
+// crashed is the result of a program whose plugin (or warm worker) died
+// after taking it: it may have partly run, so it is reported, not retried.
+func crashed(runtime, why string) *pb.Result {
+	return &pb.Result{EndedBy: pb.EndedBy_CRASHED, ExitCode: -1, Backend: BackendName,
+		Error: fmt.Sprintf("the %s runtime plugin exited while the program was running (%s); %s", runtime, why, core.PartlyRun)}
 }
 
 // Session proxies a client's session to a worker of its own.

@@ -137,7 +137,7 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 			ws.Remove()
 			return nil, status.Errorf(codes.InvalidArgument, "env name %q is not valid: want a name without '=' or NUL", k)
 		}
-		env = append(env, k+"="+v)
+		env = append(env, k+"="+string(v))
 	}
 	var inst *install.Outcome
 	ro := []string{}

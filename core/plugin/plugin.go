@@ -23,6 +23,7 @@ import (
 
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	pb "github.com/rlmkit/rlm/core/proto"
 )
@@ -69,9 +70,24 @@ func pluginSets(impl pb.RuntimeServer) map[int]goplugin.PluginSet {
 }
 
 // ServerOptions are the gRPC options every runtime server uses, in plugins
-// and in the daemon alike.
+// and in the daemon alike. They include acceptRuns, so that a host can tell
+// a request that never arrived from one whose program may have run.
 func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage)}
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage),
+		grpc.UnaryInterceptor(acceptRuns)}
+}
+
+// runMethod is the full gRPC name of Runtime.Run.
+const runMethod = "/rlm.runtime.v1.Runtime/Run"
+
+// acceptRuns sends pb.AcceptedHeader before a Run request is handled: a
+// host that then loses the connection knows the program may have started
+// and reports it as crashed instead of running it again.
+func acceptRuns(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if info.FullMethod == runMethod {
+		_ = grpc.SendHeader(ctx, metadata.Pairs(pb.AcceptedHeader, "1"))
+	}
+	return handler(ctx, req)
 }
 
 // DialOptions are the matching client options.

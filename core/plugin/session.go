@@ -141,7 +141,7 @@ func (ss *sessionServer) handle(req *pb.SessionRequest) {
 		if timeout <= 0 {
 			timeout = program.DefaultWall
 		}
-		res, err := ss.repl.Execute(ctx, m.Execute.GetCode(), timeout, ss.callback)
+		res, err := ss.repl.Execute(ctx, string(m.Execute.GetCode()), timeout, ss.callback)
 		if err != nil {
 			res = &pb.Result{ExitCode: -1, Error: err.Error(), EndedBy: pb.EndedBy_CRASHED}
 		}

@@ -64,7 +64,7 @@ func NewWorkspace(req *pb.RunRequest, codeName string) (*Workspace, error) {
 	}
 	w := &Workspace{Dir: dir, codeName: codeName, req: req}
 	w.CodePath = filepath.Join(dir, codeName)
-	if err := os.WriteFile(w.CodePath, []byte(req.GetCode()), 0o644); err != nil {
+	if err := os.WriteFile(w.CodePath, req.GetCode(), 0o644); err != nil {
 		w.Remove()
 		return nil, err
 	}

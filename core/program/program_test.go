@@ -87,7 +87,7 @@ func TestCleanName(t *testing.T) {
 
 func TestWorkspaceFilesInAndOut(t *testing.T) {
 	req := &pb.RunRequest{
-		Code:        "code",
+		Code:        []byte("code"),
 		Files:       []*pb.File{{Path: "in/data.txt", Data: []byte("abc")}, {Path: "keep.txt", Data: []byte("same")}},
 		ReturnFiles: true,
 	}

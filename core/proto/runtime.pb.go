@@ -544,13 +544,18 @@ func (x *InstallOptions) GetNpmRegistry() string {
 	return ""
 }
 
+// Code, arguments and environment values are bytes, not strings: a program
+// may be Latin-1 source with a coding line, or take a binary argument, and
+// proto3 refuses a string field that is not UTF-8. (bytes and string share
+// the wire type, so old peers still interoperate on UTF-8 values.)
+// Environment names stay strings: the host validates them.
 type RunRequest struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
-	Code         string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	Code         []byte                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
 	Files        []*File                `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
 	Stdin        []byte                 `protobuf:"bytes,3,opt,name=stdin,proto3" json:"stdin,omitempty"`
-	Args         []string               `protobuf:"bytes,4,rep,name=args,proto3" json:"args,omitempty"`
-	Env          map[string]string      `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Args         [][]byte               `protobuf:"bytes,4,rep,name=args,proto3" json:"args,omitempty"`
+	Env          map[string][]byte      `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Requirements []string               `protobuf:"bytes,6,rep,name=requirements,proto3" json:"requirements,omitempty"`
 	Limits       *Limits                `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
 	Install      *InstallOptions        `protobuf:"bytes,8,opt,name=install,proto3" json:"install,omitempty"`
@@ -594,11 +599,11 @@ func (*RunRequest) Descriptor() ([]byte, []int) {
 	return file_runtime_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *RunRequest) GetCode() string {
+func (x *RunRequest) GetCode() []byte {
 	if x != nil {
 		return x.Code
 	}
-	return ""
+	return nil
 }
 
 func (x *RunRequest) GetFiles() []*File {
@@ -615,14 +620,14 @@ func (x *RunRequest) GetStdin() []byte {
 	return nil
 }
 
-func (x *RunRequest) GetArgs() []string {
+func (x *RunRequest) GetArgs() [][]byte {
 	if x != nil {
 		return x.Args
 	}
 	return nil
 }
 
-func (x *RunRequest) GetEnv() map[string]string {
+func (x *RunRequest) GetEnv() map[string][]byte {
 	if x != nil {
 		return x.Env
 	}
@@ -924,7 +929,7 @@ func (x *Result) GetInstallCached() bool {
 
 type CheckRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	Code          []byte                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
 	Runtime       string                 `protobuf:"bytes,2,opt,name=runtime,proto3" json:"runtime,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -960,11 +965,11 @@ func (*CheckRequest) Descriptor() ([]byte, []int) {
 	return file_runtime_proto_rawDescGZIP(), []int{8}
 }
 
-func (x *CheckRequest) GetCode() string {
+func (x *CheckRequest) GetCode() []byte {
 	if x != nil {
 		return x.Code
 	}
-	return ""
+	return nil
 }
 
 func (x *CheckRequest) GetRuntime() string {
@@ -1176,7 +1181,7 @@ type OpenSession struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Context       *Context               `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
 	Limits        *Limits                `protobuf:"bytes,2,opt,name=limits,proto3" json:"limits,omitempty"`
-	Env           map[string]string      `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Env           map[string][]byte      `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Runtime       string                 `protobuf:"bytes,4,opt,name=runtime,proto3" json:"runtime,omitempty"` // see RunRequest.runtime
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1226,7 +1231,7 @@ func (x *OpenSession) GetLimits() *Limits {
 	return nil
 }
 
-func (x *OpenSession) GetEnv() map[string]string {
+func (x *OpenSession) GetEnv() map[string][]byte {
 	if x != nil {
 		return x.Env
 	}
@@ -1243,7 +1248,7 @@ func (x *OpenSession) GetRuntime() string {
 type Execute struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Code          string                 `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	Code          []byte                 `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
 	TimeoutMs     int64                  `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"` // 0: the session's wall limit
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1286,11 +1291,11 @@ func (x *Execute) GetId() uint64 {
 	return 0
 }
 
-func (x *Execute) GetCode() string {
+func (x *Execute) GetCode() []byte {
 	if x != nil {
 		return x.Code
 	}
-	return ""
+	return nil
 }
 
 func (x *Execute) GetTimeoutMs() int64 {
@@ -1979,10 +1984,10 @@ const file_runtime_proto_rawDesc = "" +
 	"\fnpm_registry\x18\x04 \x01(\tR\vnpmRegistry\"\xe3\x03\n" +
 	"\n" +
 	"RunRequest\x12\x12\n" +
-	"\x04code\x18\x01 \x01(\tR\x04code\x12*\n" +
+	"\x04code\x18\x01 \x01(\fR\x04code\x12*\n" +
 	"\x05files\x18\x02 \x03(\v2\x14.rlm.runtime.v1.FileR\x05files\x12\x14\n" +
 	"\x05stdin\x18\x03 \x01(\fR\x05stdin\x12\x12\n" +
-	"\x04args\x18\x04 \x03(\tR\x04args\x125\n" +
+	"\x04args\x18\x04 \x03(\fR\x04args\x125\n" +
 	"\x03env\x18\x05 \x03(\v2#.rlm.runtime.v1.RunRequest.EnvEntryR\x03env\x12\"\n" +
 	"\frequirements\x18\x06 \x03(\tR\frequirements\x12.\n" +
 	"\x06limits\x18\a \x01(\v2\x16.rlm.runtime.v1.LimitsR\x06limits\x128\n" +
@@ -1993,7 +1998,7 @@ const file_runtime_proto_rawDesc = "" +
 	"\aruntime\x18\v \x01(\tR\aruntime\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"1\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"1\n" +
 	"\aContext\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\"\xad\x05\n" +
@@ -2024,7 +2029,7 @@ const file_runtime_proto_rawDesc = "" +
 	"install_ms\x18\x13 \x01(\x03R\tinstallMs\x12%\n" +
 	"\x0einstall_cached\x18\x14 \x01(\bR\rinstallCached\"<\n" +
 	"\fCheckRequest\x12\x12\n" +
-	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\x04code\x18\x01 \x01(\fR\x04code\x12\x18\n" +
 	"\aruntime\x18\x02 \x01(\tR\aruntime\"9\n" +
 	"\rCheckResponse\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x18\n" +
@@ -2044,10 +2049,10 @@ const file_runtime_proto_rawDesc = "" +
 	"\aruntime\x18\x04 \x01(\tR\aruntime\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"L\n" +
 	"\aExecute\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
-	"\x04code\x18\x02 \x01(\tR\x04code\x12\x1d\n" +
+	"\x04code\x18\x02 \x01(\fR\x04code\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\"1\n" +
 	"\vGetVariable\x12\x0e\n" +

@@ -46,9 +46,13 @@ type ExecuteRequest struct {
 
 // ExecuteResponse is the body answering POST /execute and session cells.
 type ExecuteResponse struct {
-	Status          string `json:"status"`
-	Stdout          string `json:"stdout"`
-	Stderr          string `json:"stderr"`
+	Status string `json:"status"`
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+	// StdoutBase64 and StderrBase64 hold the exact output, only when it
+	// is not UTF-8 (stdout and stderr then show U+FFFD for the bad bytes).
+	StdoutBase64    string `json:"stdout_base64,omitempty"`
+	StderrBase64    string `json:"stderr_base64,omitempty"`
 	ExitCode        int    `json:"exit_code"` // -1 on timeout
 	Signal          string `json:"signal,omitempty"`
 	ExecutionTimeMs int64  `json:"execution_time_ms"`
@@ -96,6 +100,8 @@ func Response(lang string, r *core.Result) ExecuteResponse {
 		Status:          StatusOf(r),
 		Stdout:          r.Stdout,
 		Stderr:          r.Stderr,
+		StdoutBase64:    r.StdoutBase64,
+		StderrBase64:    r.StderrBase64,
 		ExitCode:        r.ExitCode,
 		Signal:          r.Signal,
 		ExecutionTimeMs: r.DurationMs,

@@ -115,7 +115,7 @@ func (f *fakeRuntime) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, 
 		}
 	}
 	wall := time.Duration(req.GetLimits().GetWallMs()) * time.Millisecond
-	o := f.interpret(ctx, req.GetCode(), map[string]string{}, func(string) (string, error) {
+	o := f.interpret(ctx, string(req.GetCode()), map[string]string{}, func(string) (string, error) {
 		return "", fmt.Errorf("no llm in programs")
 	}, wall)
 	if ctx.Err() != nil {
@@ -189,7 +189,7 @@ func (f *fakeRuntime) Session(stream pb.Runtime_SessionServer) error {
 				mu.Lock()
 				curCancel = cancel
 				mu.Unlock()
-				o := f.interpret(cctx, x.Execute.GetCode(), vars, llm, wall)
+				o := f.interpret(cctx, string(x.Execute.GetCode()), vars, llm, wall)
 				_ = send(&pb.SessionResponse{Msg: &pb.SessionResponse_Result{Result: &pb.CellResult{Id: x.Execute.GetId(), Result: o.result()}}})
 			}()
 		case *pb.SessionRequest_GetVariable:

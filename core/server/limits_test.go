@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -180,12 +181,13 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
-// One plugin serves every request; when it dies it is launched again, and
-// the request that found it dead still gets its answer.
+// One plugin serves every request; when it dies it is launched again. A
+// request that found it dead (idle) still gets its answer; a request whose
+// program was running ends crashed and is never run twice.
 func TestPluginRelaunchedAfterDeath(t *testing.T) {
 	noPlugins(t)
 	var launches atomic.Int64
-	url, srv := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, &launches)})
+	url, _ := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, &launches)})
 	for i := 0; i < 5; i++ {
 		if r := call(t, "POST", url+"/execute", `{"code": "print(1)"}`); r.body["status"] != "success" {
 			t.Fatalf("run %d: %s", i, r.raw)
@@ -194,14 +196,22 @@ func TestPluginRelaunchedAfterDeath(t *testing.T) {
 	if n := launches.Load(); n != 1 {
 		t.Fatalf("%d plugin launches for 5 requests, want 1", n)
 	}
-	// Killed in the middle of a run: the run is made again on a fresh
-	// plugin (programs are stateless) and its client gets the answer.
+	// Killed in the middle of a run: the program had started (it says so
+	// in a file), so it may have partly run. It must not run a second
+	// time: its client is told it crashed.
+	mark := filepath.Join(t.TempDir(), "runs")
 	slow := make(chan reply, 1)
-	go func() { slow <- call(t, "POST", url+"/execute", `{"code": "import time; time.sleep(0.5); print(2)"}`) }()
-	waitFor(t, "the slow run", func() bool { return srv.InFlight() == 1 })
+	go func() {
+		slow <- call(t, "POST", url+"/execute", fmt.Sprintf(`{"code": "import time; open('%s', 'a').write('run\\n'); time.sleep(30); print(2)"}`, mark))
+	}()
+	waitFor(t, "the slow run to start", func() bool { _, err := os.Stat(mark); return err == nil })
 	killPlugin(t)
-	if r := <-slow; r.body["stdout"] != "2\n" {
+	if r := <-slow; r.status != 200 || r.body["status"] != "error" || r.body["ended_by"] != "crashed" ||
+		!strings.Contains(fmt.Sprint(r.body["error"]), "may have partly run") {
 		t.Errorf("the run whose plugin died: %d %s", r.status, r.raw)
+	}
+	if b, _ := os.ReadFile(mark); string(b) != "run\n" {
+		t.Errorf("the program whose plugin died ran %q, want once", b)
 	}
 	if r := call(t, "POST", url+"/execute", `{"code": "print(3)"}`); r.body["stdout"] != "3\n" {
 		t.Errorf("after the plugin died: %d %s", r.status, r.raw)

@@ -162,9 +162,10 @@ func connLost(err error) bool {
 
 // withRuntime runs call on the slot's runtime. When the runtime's
 // connection is lost the slot relaunches the plugin and the call is made
-// once more: the plugin may have died while idle, before the call reached
-// it. A program is stateless, so the worst case of the retry is that a
-// program that itself kills its plugin runs twice.
+// once more: the plugin died while idle, before the call reached it. A
+// program whose plugin dies once it has the request (a program that kills
+// its own plugin) is never run again: core.Runtime.Run reports it as a
+// crashed result, not as a lost connection (see pb.AcceptedHeader).
 func withRuntime[T any](ctx context.Context, s *runtimeSlot, call func(*core.Runtime) (T, error)) (T, error) {
 	var zero T
 	for attempt := 0; ; attempt++ {
@@ -179,7 +180,7 @@ func withRuntime[T any](ctx context.Context, s *runtimeSlot, call func(*core.Run
 		s.lost(gen)
 		if attempt > 0 {
 			return zero, &APIError{Status: 503, Code: CodeRuntimeUnavailable, RetryAfter: 1,
-				Message: fmt.Sprintf("the %s runtime plugin exited during the run twice; it is being restarted", s.name)}
+				Message: fmt.Sprintf("the %s runtime plugin exited twice before it could take the request; it is being restarted", s.name)}
 		}
 	}
 }

@@ -17,6 +17,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os/exec"
 	"strings"
@@ -85,10 +86,10 @@ func (server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error) {
 			ws.Remove()
 			return nil, status.Errorf(codes.InvalidArgument, "env name %q is not valid", k)
 		}
-		env = append(env, k+"="+v)
+		env = append(env, k+"="+string(v))
 	}
 	res, err := program.Exec(ctx, program.Command{
-		Argv:   append([]string{t.Exe, ws.CodePath}, req.GetArgs()...),
+		Argv:   append([]string{t.Exe, ws.CodePath}, pb.Strings(req.GetArgs())...),
 		Dir:    ws.Dir,
 		Env:    env,
 		Stdin:  req.GetStdin(),
@@ -108,7 +109,7 @@ func (server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckRespons
 		return nil, status.Errorf(codes.FailedPrecondition, "perl runtime unavailable: %v", err)
 	}
 	cmd := exec.CommandContext(ctx, t.Exe, "-c", "-")
-	cmd.Stdin = strings.NewReader(req.GetCode())
+	cmd.Stdin = bytes.NewReader(req.GetCode())
 	out, err := cmd.CombinedOutput()
 	if _, failed := err.(*exec.ExitError); failed {
 		return &pb.CheckResponse{Ok: false, Message: strings.TrimSpace(string(out))}, nil

@@ -115,13 +115,13 @@ func buildEnv() []string {
 // build compiles the workspace's main.go unless its binary is cached. A
 // non-nil result is a failed build, returned instead of running.
 func build(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest, _ []string) (*pb.Result, error) {
-	bin := BinaryPath(t, req.GetCode())
+	bin := BinaryPath(t, string(req.GetCode()))
 	if st, err := os.Stat(bin); err == nil && st.Mode().IsRegular() {
 		now := time.Now()
 		_ = os.Chtimes(bin, now, now) // recently used: kept by sweep
 		return nil, nil
 	}
-	if res := checkPackage(req.GetCode()); res != nil {
+	if res := checkPackage(string(req.GetCode())); res != nil {
 		return res, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
@@ -214,7 +214,7 @@ var Runtime = &native.Runtime{
 	Probe:    Probe,
 	Prepare:  build,
 	Argv: func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string {
-		return append([]string{BinaryPath(t, req.GetCode())}, req.GetArgs()...)
+		return append([]string{BinaryPath(t, string(req.GetCode()))}, pb.Strings(req.GetArgs())...)
 	},
 	Capabilities: []string{"program", "check", "files"},
 }
@@ -239,7 +239,7 @@ func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResp
 			return nil, status.Errorf(codes.FailedPrecondition, "gofmt not found beside %s or in PATH; it ships with the Go toolchain", t.Exe)
 		}
 	}
-	return s.CheckCommand(ctx, req.GetCode(), native.Check{Exe: gofmt, Args: []string{"-e"}, ShowAs: "main.go"})
+	return s.CheckCommand(ctx, string(req.GetCode()), native.Check{Exe: gofmt, Args: []string{"-e"}, ShowAs: "main.go"})
 }
 
 // Main is the plugin binary's entry point.

@@ -82,7 +82,7 @@ var Runtime = &native.Runtime{
 	Tool:     "node",
 	Probe:    Probe,
 	Argv: func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string {
-		return append([]string{t.Exe, ws.CodePath}, req.GetArgs()...)
+		return append([]string{t.Exe, ws.CodePath}, pb.Strings(req.GetArgs())...)
 	},
 	Installer:    installer,
 	InstallEnv:   useInstalled,
@@ -99,7 +99,7 @@ func New() *Server { return &Server{Server: native.Server{RT: Runtime}} }
 
 // Check parses the code with `node --check` without running it.
 func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	return s.CheckCommand(ctx, req.GetCode(), native.Check{Args: []string{"--check"}, FileExt: ".js", ShowAs: "main.js"})
+	return s.CheckCommand(ctx, string(req.GetCode()), native.Check{Args: []string{"--check"}, FileExt: ".js", ShowAs: "main.js"})
 }
 
 // Main is the plugin binary's entry point.

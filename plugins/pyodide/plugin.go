@@ -79,7 +79,7 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	}
 	l := req.GetLimits()
 	res, err := rn.Run(ctx, RunSpec{
-		Code: req.GetCode(), Workspace: dir, Args: req.GetArgs(), Env: req.GetEnv(), Stdin: req.GetStdin(),
+		Code: string(req.GetCode()), Workspace: dir, Args: pb.Strings(req.GetArgs()), Env: pb.EnvStrings(req.GetEnv()), Stdin: req.GetStdin(),
 		Fuel: l.GetFuel(), Timeout: time.Duration(l.GetWallMs()) * time.Millisecond,
 		MemoryBytes: uint64(l.GetMemoryBytes()), MaxOutputBytes: int(l.GetMaxOutputBytes()),
 	})
@@ -119,7 +119,7 @@ func (s *Server) Session(stream pb.Runtime_SessionServer) error {
 	if err != nil {
 		return plugin.SendFatal(stream, err.Error())
 	}
-	spec := SessionSpec{Env: open.GetEnv(), MemoryBytes: uint64(max(0, open.GetLimits().GetMemoryBytes()))}
+	spec := SessionSpec{Env: pb.EnvStrings(open.GetEnv()), MemoryBytes: uint64(max(0, open.GetLimits().GetMemoryBytes()))}
 	if c := open.GetContext(); c != nil {
 		switch c.GetKind() {
 		case "", "text":
@@ -192,7 +192,7 @@ func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResp
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
-	ok, msg, err := rn.Check(ctx, req.GetCode())
+	ok, msg, err := rn.Check(ctx, string(req.GetCode()))
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}

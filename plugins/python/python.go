@@ -63,7 +63,7 @@ var Runtime = &native.Runtime{
 	Probe:    Probe,
 	Check:    checkVersion,
 	Argv: func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string {
-		return append([]string{t.Exe, ws.CodePath}, req.GetArgs()...)
+		return append([]string{t.Exe, ws.CodePath}, pb.Strings(req.GetArgs())...)
 	},
 	Env: func(toolpath.Tool, *program.Workspace) []string {
 		// Bytecode caches would land in the workspace and come back as
@@ -92,7 +92,7 @@ func New() *Server {
 
 // Check compiles code without running it.
 func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	return s.CheckCommand(ctx, req.GetCode(), native.Check{Args: []string{"-I", "-c", `import sys
+	return s.CheckCommand(ctx, string(req.GetCode()), native.Check{Args: []string{"-I", "-c", `import sys
 try:
     compile(sys.stdin.read(), "<sandbox>", "exec")
 except (SyntaxError, ValueError) as e:

@@ -36,7 +36,7 @@ func (s *Server) Session(stream pb.Runtime_SessionServer) error {
 	defer os.RemoveAll(dir)
 	env := append(program.BaseEnv(dir), "PYTHONDONTWRITEBYTECODE=1")
 	for k, v := range open.GetEnv() {
-		env = append(env, k+"="+v)
+		env = append(env, k+"="+string(v))
 	}
 	start := time.Now()
 	proc, err := repl.Start(stream.Context(), repl.Config{

@@ -32,7 +32,7 @@ var Runtime = &native.Runtime{
 	Tool:     "bash",
 	Probe:    Probe,
 	Argv: func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string {
-		return append([]string{t.Exe, ws.CodePath}, req.GetArgs()...)
+		return append([]string{t.Exe, ws.CodePath}, pb.Strings(req.GetArgs())...)
 	},
 	Capabilities: []string{"program", "check", "files"},
 }
@@ -47,7 +47,7 @@ func New() *Server { return &Server{Server: native.Server{RT: Runtime}} }
 
 // Check parses the script with `bash -n` without running it.
 func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	return s.CheckCommand(ctx, req.GetCode(), native.Check{Args: []string{"-n"}})
+	return s.CheckCommand(ctx, string(req.GetCode()), native.Check{Args: []string{"-n"}})
 }
 
 // Main is the plugin binary's entry point.

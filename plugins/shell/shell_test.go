@@ -18,12 +18,12 @@ func TestRunProgramMode(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	t.Setenv("RLM_TEST_SECRET", "hunter2")
 	res, err := New().Run(context.Background(), &pb.RunRequest{
-		Code: `read -r l; echo "in=$l args=$*"; echo "k=$K secret=${RLM_TEST_SECRET:-none}"
-cat sub/dir/data.txt; echo made > out.txt; echo more >> sub/dir/data.txt; echo "$PWD" > /dev/stderr; exit 3`,
+		Code: []byte(`read -r l; echo "in=$l args=$*"; echo "k=$K secret=${RLM_TEST_SECRET:-none}"
+cat sub/dir/data.txt; echo made > out.txt; echo more >> sub/dir/data.txt; echo "$PWD" > /dev/stderr; exit 3`),
 		Files:       []*pb.File{{Path: "sub/dir/data.txt", Data: []byte("data\n")}},
 		Stdin:       []byte("hello\n"),
-		Args:        []string{"a", "b c"},
-		Env:         map[string]string{"K": "v"},
+		Args:        pb.Bytes([]string{"a", "b c"}),
+		Env:         pb.EnvBytes(map[string]string{"K": "v"}),
 		ReturnFiles: true,
 	})
 	if err != nil {
@@ -51,7 +51,7 @@ cat sub/dir/data.txt; echo made > out.txt; echo more >> sub/dir/data.txt; echo "
 
 func TestRunRejectsEscapingNames(t *testing.T) {
 	for _, name := range []string{"../x", "/etc/x", "a/../../x", ""} {
-		_, err := New().Run(context.Background(), &pb.RunRequest{Code: "true", Files: []*pb.File{{Path: name}}})
+		_, err := New().Run(context.Background(), &pb.RunRequest{Code: []byte("true"), Files: []*pb.File{{Path: name}}})
 		if status.Code(err) != codes.InvalidArgument {
 			t.Errorf("file %q: got %v, want InvalidArgument", name, err)
 		}

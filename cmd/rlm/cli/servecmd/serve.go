@@ -39,11 +39,13 @@ type Options struct {
 	BodyLimit     string
 	MaxTimeout    time.Duration
 	Token         string
-	SessionIdle   time.Duration
-	MaxSessions   int
-	Grace         time.Duration
-	LogFormat     string
-	Limits        cmdutil.LimitFlags
+	// AllowUnauthenticated: see config.Serve.AllowUnauthenticated.
+	AllowUnauthenticated bool
+	SessionIdle          time.Duration
+	MaxSessions          int
+	Grace                time.Duration
+	LogFormat            string
+	Limits               cmdutil.LimitFlags
 
 	// Changed reports whether a flag was given.
 	Changed func(name string) bool
@@ -68,6 +70,10 @@ shell); the first is the default and a request's "language" picks another.
 Without one, the first available of python, golang, node, shell is used.
 A mode that cannot run here stops the server at start.
 
+Loopback addresses need no token. Any other address (0.0.0.0, a public IP,
+a host name) requires a token (RLM_TOKEN) and refuses to start without one,
+unless --allow-unauthenticated says something in front of rlm authenticates.
+
 Every setting also comes from rlm.toml's [serve] table and from the
 environment (RLM_MODE or SANDBOX_MODE, RLM_MAX_CONCURRENT or
 SANDBOX_MAX_CONCURRENT, RLM_TOKEN, ...; see rlm.toml.example).
@@ -75,7 +81,7 @@ SANDBOX_MAX_CONCURRENT, RLM_TOKEN, ...; see rlm.toml.example).
 On SIGTERM or SIGINT the server stops accepting, lets in-flight requests
 finish for --grace, kills what is left and exits 0.`,
 		Example: `  rlm serve
-  rlm serve --addr 0.0.0.0:8080 --mode python,shell --max-concurrent 4
+  RLM_TOKEN=secret rlm serve --addr 0.0.0.0:8080 --mode python,shell --max-concurrent 4
   RLM_TOKEN=secret rlm serve --log-format json
   curl -s localhost:8080/execute -d '{"code": "print(1)"}' -H 'Content-Type: application/json'`,
 		Args: cobra.NoArgs,
@@ -97,6 +103,7 @@ finish for --grace, kills what is left and exits 0.`,
 	fl.StringVar(&o.BodyLimit, "body-limit", "", "largest request body, e.g. 8MiB; larger gets 413 (default from config: 8MiB)")
 	fl.DurationVar(&o.MaxTimeout, "max-timeout", 0, "cap on a request's timeout (default from config: 5m)")
 	fl.StringVar(&o.Token, "token", "", "bearer token required on all but /health (prefer env RLM_TOKEN: flags show in ps)")
+	fl.BoolVar(&o.AllowUnauthenticated, "allow-unauthenticated", false, "listen on a non-loopback address without a token (only behind a proxy or private network that authenticates; env RLM_ALLOW_UNAUTHENTICATED)")
 	fl.DurationVar(&o.SessionIdle, "session-idle", 0, "close sessions unused this long (default from config: 10m)")
 	fl.IntVar(&o.MaxSessions, "max-sessions", 0, "most sessions open at once (default from config: 64)")
 	fl.DurationVar(&o.Grace, "grace", 0, "on SIGTERM/SIGINT, time in-flight requests get to finish (default from config: 5s)")
@@ -173,6 +180,9 @@ func (o *Options) settings(cfg config.Config) (config.Serve, string, error) {
 	if changed("token") {
 		s.Token = o.Token
 	}
+	if changed("allow-unauthenticated") {
+		s.AllowUnauthenticated = o.AllowUnauthenticated
+	}
 	if changed("max-sessions") {
 		if o.MaxSessions <= 0 {
 			return s, "", errors.New("--max-sessions must be positive")
@@ -202,7 +212,28 @@ func (o *Options) settings(cfg config.Config) (config.Serve, string, error) {
 	if s.Addr == "" {
 		return s, "", errors.New("the listen address is empty")
 	}
+	if s.Token == "" && !s.AllowUnauthenticated && !loopback(s.Addr) {
+		return s, "", fmt.Errorf("refusing to listen on %s without a token: anyone who can reach it could run code on this machine.\n"+
+			"Set RLM_TOKEN (or [serve] token) to require a bearer token, listen on a loopback address (--addr 127.0.0.1:8080), "+
+			"or pass --allow-unauthenticated ([serve] allow_unauthenticated) if a proxy or private network in front of rlm authenticates", s.Addr)
+	}
 	return s, b, nil
+}
+
+// loopback reports whether addr (host:port) listens on loopback only: a
+// loopback IP or "localhost". Anything else, a host name included (it may
+// resolve to a public address) and an empty host (every interface), is
+// treated as reachable from the network.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // limits are the sandbox of every program the server runs: [limits] and
