@@ -49,6 +49,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/pool"
 	pb "github.com/rlmkit/rlm/core/proto"
@@ -251,6 +252,7 @@ func (s *Server) host(name string) *host {
 			lim.WallMs = 0
 		}
 		lim.MaxOutputBytes = s.cfg.MaxOutputBytes
+		lim.Isolation = h.sessionLevel(lim.Isolation)
 		h.template = &pb.OpenSession{Runtime: name, Limits: lim}
 		h.pool = pool.New(h.openWarm, s.cfg.Workers)
 	}
@@ -334,6 +336,31 @@ func (h *host) client(role int) (pb.RuntimeClient, error) {
 	h.plugs[role] = p
 	h.launches++
 	return p.Client, nil
+}
+
+// sessionLevel is the isolation warm sessions are opened at for the
+// configured one: auto becomes what the plugin declares for its sessions
+// (core.ResolveIsolation), as it does in the client, so that a session
+// asked for with the configured limits fits a warm worker. When that cannot
+// be known (no plugin, or an explicit level its sessions lack) the level
+// stays as configured and opening a worker reports the reason.
+func (h *host) sessionLevel(configured string) string {
+	c, err := h.client(forSessions)
+	if err != nil {
+		return configured
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := c.Info(ctx, &pb.InfoRequest{Runtime: h.name})
+	if err != nil {
+		return configured
+	}
+	level, err := core.ResolveIsolation(info, h.name, configured, true)
+	if err != nil {
+		h.s.logf("%s: warm sessions: %v", h.name, err)
+		return configured
+	}
+	return level
 }
 
 // openWarm opens one pool worker.
