@@ -20,6 +20,11 @@ type Limits struct {
 	Isolation      string
 	InstallTimeout time.Duration
 	MaxFiles       int64
+	// Strict says the resource limits (memory, processes, disk, CPU) were
+	// asked for explicitly (flags), not defaults: a run at a level that
+	// enforces none of them (isolation none) is then refused instead of
+	// running without them. It is the host's and does not travel.
+	Strict bool
 }
 
 // Proto converts the limits for the wire.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -20,8 +21,14 @@ type Runtime struct {
 	Name string
 	// Backend is what serves it: native, pyodide or daemon.
 	Backend string
-	Client  pb.RuntimeClient
-	close   func()
+	// Plugin is the plugin binary's path, when a plugin serves it; errors
+	// name it.
+	Plugin string
+	Client pb.RuntimeClient
+	close  func()
+
+	mu   sync.Mutex
+	info *pb.InfoResponse // cached by declaration
 }
 
 // NewRuntime wraps a connected client; close (may be nil) ends the
@@ -77,10 +84,20 @@ func (c *Context) proto() *pb.Context {
 }
 
 // Run executes one program.
+//
+// The program runs at the isolation Limits.Isolation resolves to for this
+// runtime's plugin (Isolation); a level or limit the plugin cannot honour
+// is a RefusedError and nothing runs. A plugin that reports another level
+// than the one it was asked for broke its declaration: that is an error,
+// not a result.
 func (r *Runtime) Run(ctx context.Context, p Program) (*Result, error) {
+	limits, err := r.sandbox(ctx, p.Limits, false)
+	if err != nil {
+		return nil, err
+	}
 	req := &pb.RunRequest{
 		Code: []byte(p.Code), Stdin: p.Stdin, Args: pb.Bytes(p.Args), Env: pb.EnvBytes(p.Env),
-		Requirements: p.Requirements, Install: p.Install, Limits: p.Limits.Proto(),
+		Requirements: p.Requirements, Install: p.Install, Limits: limits.Proto(),
 		Context: p.Context.proto(), ReturnFiles: p.ReturnFiles, Runtime: r.Name,
 	}
 	for _, f := range p.Files {
@@ -98,6 +115,12 @@ func (r *Runtime) Run(ctx context.Context, p Program) (*Result, error) {
 	out := FromProto(res)
 	if out.Backend == "" {
 		out.Backend = r.Backend
+	}
+	if out.Isolation == "" {
+		out.Isolation = limits.Isolation
+	} else if out.Isolation != limits.Isolation {
+		return nil, fmt.Errorf("plugin %s ran the program at isolation %s when asked for %s: it does not honour the levels it declares; fix or replace the plugin",
+			r.pluginName(), out.Isolation, limits.Isolation)
 	}
 	return out, nil
 }

@@ -52,8 +52,14 @@ type SessionOptions struct {
 // sessions.
 type SandboxFactory func(ctx context.Context, opts SessionOptions) (Session, error)
 
-// OpenSession starts a REPL session on the runtime.
+// OpenSession starts a REPL session on the runtime, at the isolation
+// Limits.Isolation resolves to for the plugin's sessions (Isolation); a
+// level or limit they cannot honour is a RefusedError.
 func (r *Runtime) OpenSession(ctx context.Context, opts SessionOptions) (Session, error) {
+	limits, err := r.sandbox(ctx, opts.Limits, true)
+	if err != nil {
+		return nil, err
+	}
 	sctx, cancel := context.WithCancel(context.Background())
 	stream, err := r.Client.Session(sctx)
 	if err != nil {
@@ -72,7 +78,7 @@ func (r *Runtime) OpenSession(ctx context.Context, opts SessionOptions) (Session
 		done:    make(chan struct{}),
 	}
 	if err := s.send(&pb.SessionRequest{Msg: &pb.SessionRequest_Open{Open: &pb.OpenSession{
-		Context: opts.Context.proto(), Limits: opts.Limits.Proto(), Env: pb.EnvBytes(opts.Env), Runtime: name,
+		Context: opts.Context.proto(), Limits: limits.Proto(), Env: pb.EnvBytes(opts.Env), Runtime: name,
 	}}}); err != nil {
 		if err == io.EOF {
 			// The server already ended the stream (say, Unimplemented);

@@ -101,5 +101,7 @@ func launch(pluginName, runtime, backend string, o Options) (*core.Runtime, erro
 	if err != nil {
 		return nil, err
 	}
-	return core.NewRuntime(runtime, backend, p.Client, p.Kill), nil
+	rt := core.NewRuntime(runtime, backend, p.Client, p.Kill)
+	rt.Plugin = path
+	return rt, nil
 }

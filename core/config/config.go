@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -107,9 +106,9 @@ type Serve struct {
 	Grace Duration `toml:"grace" env:"RLM_GRACE"`
 	// LogFormat is text or json.
 	LogFormat string `toml:"log_format" env:"RLM_LOG_FORMAT"`
-	// Isolation is auto (the strongest level this host supports), none,
-	// process or namespace. A server runs code from the network, so it
-	// does not share exec's default.
+	// Isolation is auto (the strongest level this host and each runtime's
+	// plugin support), none, process or namespace; [limits] isolation
+	// does not apply to a server.
 	Isolation string `toml:"isolation" env:"RLM_SERVE_ISOLATION"`
 }
 
@@ -131,8 +130,9 @@ type Daemon struct {
 type Limits struct {
 	Timeout   Duration `toml:"timeout" env:"RLM_TIMEOUT"`
 	MaxOutput Size     `toml:"max_output" env:"RLM_MAX_OUTPUT"`
-	// Isolation is none, process or namespace (see core/isolate). serve
-	// ignores it and uses [serve] isolation.
+	// Isolation is auto (the strongest level both this host and the
+	// runtime's plugin support), none, process or namespace (see
+	// core/isolate). serve uses [serve] isolation instead.
 	Isolation string `toml:"isolation" env:"RLM_ISOLATION"`
 	// Memory caps a run's memory (cgroup, else RLIMIT_DATA; the pyodide
 	// backend's linear memory); 0 means no cap.
@@ -146,14 +146,10 @@ type Limits struct {
 	CPU Duration `toml:"cpu" env:"RLM_CPU"`
 }
 
-// DefaultIsolation is exec's and run's isolation: process where core/isolate
-// works (Linux), none elsewhere, so that rlm still runs code on a Mac.
-var DefaultIsolation = func() string {
-	if runtime.GOOS == "linux" {
-		return "process"
-	}
-	return "none"
-}()
+// DefaultIsolation is the isolation of every path that runs code: auto, the
+// strongest level the host and the plugin both support (namespace where
+// bubblewrap works, else process; none off Linux), reported in each result.
+const DefaultIsolation = "auto"
 
 // Default is the configuration with no file and no environment.
 func Default() Config {
@@ -190,7 +186,7 @@ func Default() Config {
 			MaxSessions: 64,
 			Grace:       Duration(5 * time.Second),
 			LogFormat:   "text",
-			Isolation:   "auto",
+			Isolation:   DefaultIsolation,
 		},
 		Daemon: Daemon{
 			Workers:      2,
@@ -312,8 +308,8 @@ func (c Config) validate(path string) error {
 
 func (l Limits) validate(src string) error {
 	switch {
-	case l.Isolation != "none" && l.Isolation != "process" && l.Isolation != "namespace":
-		return &Error{Source: src, Key: "limits.isolation", Msg: fmt.Sprintf("%q is not an isolation level: use none, process or namespace", l.Isolation)}
+	case l.Isolation != "auto" && l.Isolation != "none" && l.Isolation != "process" && l.Isolation != "namespace":
+		return &Error{Source: src, Key: "limits.isolation", Msg: fmt.Sprintf("%q is not an isolation level: use auto, none, process or namespace", l.Isolation)}
 	case l.Memory < 0:
 		return &Error{Source: src, Key: "limits.memory", Msg: "must not be negative (0 means no cap)"}
 	case l.MaxProcesses < 0:

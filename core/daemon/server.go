@@ -253,6 +253,7 @@ func (s *Server) host(name string) *host {
 			lim.WallMs = 0
 		}
 		lim.MaxOutputBytes = s.cfg.MaxOutputBytes
+		lim.Isolation = h.sessionLevel(lim.Isolation)
 		h.template = &pb.OpenSession{Runtime: name, Limits: lim}
 		h.pool = pool.New(h.openWarm, s.cfg.Workers)
 	}
@@ -348,6 +349,31 @@ func (h *host) drop(role int, c pb.RuntimeClient) {
 		p.Kill()
 		h.plugs[role] = nil
 	}
+}
+
+// sessionLevel is the isolation warm sessions are opened at for the
+// configured one: auto becomes what the plugin declares for its sessions
+// (core.ResolveIsolation), as it does in the client, so that a session
+// asked for with the configured limits fits a warm worker. When that cannot
+// be known (no plugin, or an explicit level its sessions lack) the level
+// stays as configured and opening a worker reports the reason.
+func (h *host) sessionLevel(configured string) string {
+	c, err := h.client(forSessions)
+	if err != nil {
+		return configured
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := c.Info(ctx, &pb.InfoRequest{Runtime: h.name})
+	if err != nil {
+		return configured
+	}
+	level, err := core.ResolveIsolation(info, h.name, configured, true)
+	if err != nil {
+		h.s.logf("%s: warm sessions: %v", h.name, err)
+		return configured
+	}
+	return level
 }
 
 // openWarm opens one pool worker.

@@ -56,6 +56,11 @@ type Runtime struct {
 	// InstallEnv makes the installed set in dir usable by the program
 	// (PYTHONPATH, NODE_PATH); it may also prepare the workspace.
 	InstallEnv func(dir string, ws *program.Workspace) []string
+	// SessionLevels are the isolation levels the runtime's REPL sessions
+	// enforce, for a runtime that offers them (its own Session); Info
+	// declares those of them this host supports. Programs need no such
+	// list: Run enforces every level core/isolate has here.
+	SessionLevels []isolate.Level
 }
 
 // Server serves the runtime service for a Runtime. Plugins embed it and
@@ -89,6 +94,11 @@ func (s *Server) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error
 		Capabilities:    s.RT.Capabilities,
 		Backend:         "native",
 		IsolationLevels: levelNames(isolate.AvailableLevels()),
+	}
+	for _, l := range s.RT.SessionLevels {
+		if isolate.Available(l) == nil {
+			r.SessionIsolationLevels = append(r.SessionIsolationLevels, string(l))
+		}
 	}
 	t, err := s.Tool()
 	if err != nil {

@@ -161,9 +161,20 @@ type InfoResponse struct {
 	Available         bool                   `protobuf:"varint,7,opt,name=available,proto3" json:"available,omitempty"`
 	UnavailableReason string                 `protobuf:"bytes,8,opt,name=unavailable_reason,json=unavailableReason,proto3" json:"unavailable_reason,omitempty"` // "'node' not found in PATH"
 	Backend           string                 `protobuf:"bytes,9,opt,name=backend,proto3" json:"backend,omitempty"`                                              // native, pyodide, daemon
-	IsolationLevels   []string               `protobuf:"bytes,10,rep,name=isolation_levels,json=isolationLevels,proto3" json:"isolation_levels,omitempty"`      // levels this plugin can enforce
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The isolation levels this plugin's programs (Run) can enforce: none,
+	// process, namespace (as core/isolate defines them: above none the level
+	// includes the memory, process, CPU and disk caps of Limits), or a level
+	// of its own such as wasm. The host runs nothing at a level not listed
+	// here: auto picks the strongest listed one the host also supports, an
+	// explicit level not listed is an error. Empty means none.
+	IsolationLevels []string `protobuf:"bytes,10,rep,name=isolation_levels,json=isolationLevels,proto3" json:"isolation_levels,omitempty"`
+	// The isolation levels this plugin's REPL sessions (Session) can enforce,
+	// with the same meaning. Empty means none: a session's interpreter lives
+	// long and is often started differently from a program, so the host does
+	// not assume the program levels apply to it.
+	SessionIsolationLevels []string `protobuf:"bytes,11,rep,name=session_isolation_levels,json=sessionIsolationLevels,proto3" json:"session_isolation_levels,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *InfoResponse) Reset() {
@@ -262,6 +273,13 @@ func (x *InfoResponse) GetBackend() string {
 func (x *InfoResponse) GetIsolationLevels() []string {
 	if x != nil {
 		return x.IsolationLevels
+	}
+	return nil
+}
+
+func (x *InfoResponse) GetSessionIsolationLevels() []string {
+	if x != nil {
+		return x.SessionIsolationLevels
 	}
 	return nil
 }
@@ -1943,7 +1961,7 @@ const file_runtime_proto_rawDesc = "" +
 	"\n" +
 	"\rruntime.proto\x12\x0erlm.runtime.v1\"'\n" +
 	"\vInfoRequest\x12\x18\n" +
-	"\aruntime\x18\x01 \x01(\tR\aruntime\"\xeb\x02\n" +
+	"\aruntime\x18\x01 \x01(\tR\aruntime\"\xa5\x03\n" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
 	"\x0eplugin_version\x18\x02 \x01(\tR\rpluginVersion\x12\x1a\n" +
@@ -1955,7 +1973,8 @@ const file_runtime_proto_rawDesc = "" +
 	"\x12unavailable_reason\x18\b \x01(\tR\x11unavailableReason\x12\x18\n" +
 	"\abackend\x18\t \x01(\tR\abackend\x12)\n" +
 	"\x10isolation_levels\x18\n" +
-	" \x03(\tR\x0fisolationLevels\"\x98\x03\n" +
+	" \x03(\tR\x0fisolationLevels\x128\n" +
+	"\x18session_isolation_levels\x18\v \x03(\tR\x16sessionIsolationLevels\"\x98\x03\n" +
 	"\x06Limits\x12\x17\n" +
 	"\awall_ms\x18\x01 \x01(\x03R\x06wallMs\x12\x15\n" +
 	"\x06cpu_ms\x18\x02 \x01(\x03R\x05cpuMs\x12!\n" +

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/server"
 )
 
@@ -92,7 +93,10 @@ func TestHugeBodyRefusedEarly(t *testing.T) {
 // A client that disconnects cancels its run: the program's processes are
 // killed and its slot freed.
 func TestDisconnectKillsTheProgram(t *testing.T) {
-	url, srv := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, nil), MaxConcurrent: 1})
+	// process: the program reports its pids in a host file, which the
+	// default (auto, namespace where bubblewrap works) would not show it.
+	url, srv := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, nil), MaxConcurrent: 1,
+		Limits: core.Limits{Isolation: "process"}})
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	code := `import os, subprocess, time
 child = subprocess.Popen(["sleep", "312"])

@@ -124,6 +124,26 @@ func (s *runtimeSlot) current() *pb.InfoResponse {
 	return s.info
 }
 
+// isolation is what the runtime's programs and sessions run under when
+// asked for requested, from its plugin's last Info.
+func (s *runtimeSlot) isolation(requested string) RuntimeIsolation {
+	info, name := s.current(), s.name
+	s.mu.Lock()
+	if s.rt != nil && s.rt.Plugin != "" {
+		name = fmt.Sprintf("%s (%s)", s.name, s.rt.Plugin)
+	}
+	s.mu.Unlock()
+	var ri RuntimeIsolation
+	var err error
+	if ri.Programs, err = core.ResolveIsolation(info, name, requested, false); err != nil {
+		ri.ProgramsError = err.Error()
+	}
+	if ri.Sessions, err = core.ResolveIsolation(info, name, requested, true); err != nil {
+		ri.SessionsError = err.Error()
+	}
+	return ri
+}
+
 func (s *runtimeSlot) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

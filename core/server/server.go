@@ -69,14 +69,13 @@ type Config struct {
 	MaxTimeout time.Duration
 	// MaxOutput is the bytes of stdout and of stderr kept (0: runtime default).
 	MaxOutput int64
-	// Limits are the sandbox of every program: Isolation, MemoryBytes,
-	// MaxProcesses, MaxDiskBytes, CPU, AllowNetwork (the wall clock and
-	// output come from the fields above and the request). /health reports
-	// Limits.Isolation.
+	// Limits are the sandbox of every program and session: Isolation,
+	// MemoryBytes, MaxProcesses, MaxDiskBytes, CPU, AllowNetwork (the wall
+	// clock and output come from the fields above and the request).
+	// Isolation may be auto; each runtime resolves it for its programs and
+	// for its sessions from what its plugin declares (core.Runtime.Isolation),
+	// and /health reports the outcome per runtime.
 	Limits core.Limits
-	// SessionIsolation is the isolation of REPL sessions, which native
-	// Python can give at most at level process (default: Limits.Isolation).
-	SessionIsolation string
 	// Token, when set, is required as `Authorization: Bearer TOKEN` on
 	// everything but /health.
 	Token string
@@ -322,11 +321,7 @@ func (s *Server) programLimits(wall time.Duration) core.Limits {
 
 // sessionLimits are the limits a REPL session is opened with.
 func (s *Server) sessionLimits() core.Limits {
-	l := s.programLimits(s.cfg.DefaultTimeout)
-	if s.cfg.SessionIsolation != "" {
-		l.Isolation = s.cfg.SessionIsolation
-	}
-	return l
+	return s.programLimits(s.cfg.DefaultTimeout)
 }
 
 func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
@@ -350,28 +345,39 @@ type Health struct {
 	Sessions       int               `json:"sessions"`
 	UptimeSeconds  float64           `json:"uptime_seconds"`
 	Version        string            `json:"version"`
-	// Isolation is the level programs run under (none, process,
-	// namespace); SessionIsolation the level of REPL sessions.
-	Isolation        string `json:"isolation"`
-	SessionIsolation string `json:"session_isolation"`
-	Error            string `json:"error,omitempty"`
+	// Isolation is the level the default mode's programs run under (none,
+	// process, namespace, or a plugin's own such as wasm);
+	// SessionIsolation that of its REPL sessions. RuntimeIsolation says
+	// the same for every mode: each plugin declares what it can enforce.
+	Isolation        string                      `json:"isolation"`
+	SessionIsolation string                      `json:"session_isolation"`
+	RuntimeIsolation map[string]RuntimeIsolation `json:"runtime_isolation"`
+	Error            string                      `json:"error,omitempty"`
+}
+
+// RuntimeIsolation is what one runtime's programs and sessions run under.
+// A level the runtime cannot give (the server was started with an explicit
+// level its sessions do not support) is empty, with the reason.
+type RuntimeIsolation struct {
+	Programs      string `json:"programs"`
+	Sessions      string `json:"sessions"`
+	ProgramsError string `json:"programs_error,omitempty"`
+	SessionsError string `json:"sessions_error,omitempty"`
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	h := Health{
-		Status:        "ok",
-		Mode:          s.cfg.Modes[0],
-		Modes:         s.cfg.Modes,
-		Runtimes:      map[string]string{},
-		Capacity:      s.cfg.MaxConcurrent,
-		CurrentLoad:   s.limit.inFlight.Load(),
-		QueueDepth:    s.limit.waiting.Load(),
-		Sessions:      s.sessions.count(),
-		UptimeSeconds: float64(time.Since(s.started).Milliseconds()) / 1000,
-		Version:       s.cfg.Version,
-
-		Isolation:        s.cfg.Limits.Isolation,
-		SessionIsolation: s.sessionLimits().Isolation,
+		Status:           "ok",
+		Mode:             s.cfg.Modes[0],
+		Modes:            s.cfg.Modes,
+		Runtimes:         map[string]string{},
+		Capacity:         s.cfg.MaxConcurrent,
+		CurrentLoad:      s.limit.inFlight.Load(),
+		QueueDepth:       s.limit.waiting.Load(),
+		Sessions:         s.sessions.count(),
+		UptimeSeconds:    float64(time.Since(s.started).Milliseconds()) / 1000,
+		Version:          s.cfg.Version,
+		RuntimeIsolation: map[string]RuntimeIsolation{},
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
@@ -379,12 +385,15 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		err := s.slots[m].ping(ctx)
 		if info := s.slots[m].current(); info != nil {
 			h.Runtimes[m] = info.GetRuntimeVersion()
+			h.RuntimeIsolation[m] = s.slots[m].isolation(s.cfg.Limits.Isolation)
 		}
 		if err != nil && i == 0 {
 			h.Status, h.Error = "unavailable", err.Error()
 		}
 	}
 	h.RuntimeVersion = h.Runtimes[h.Mode]
+	h.Isolation = h.RuntimeIsolation[h.Mode].Programs
+	h.SessionIsolation = h.RuntimeIsolation[h.Mode].Sessions
 	if s.draining.Load() {
 		h.Status, h.Error = "unavailable", "shutting down"
 	}

@@ -3,11 +3,18 @@
 // packages, as any plugin outside the rlm repository would:
 //
 //   - core/plugin serves the runtime service over go-plugin (Serve);
-//   - core/proto is the service (Info, Run, Check, Session);
-//   - core/program runs one program in a private working directory with
-//     capped output, a wall-clock limit on the whole process group, and
-//     the produced files collected;
+//   - core/native is the body every plugin that runs a local interpreter
+//     shares: Info, and a Run that gives each program a private working
+//     directory, capped output, the wall-clock limit, the produced files,
+//     and the host's sandbox (core/isolate) at the level the host asks
+//     for: none, process (rlimits, memory and process caps in cgroups) or
+//     namespace (bubblewrap: no network, the host read-only, uid 65534,
+//     seccomp). Info declares exactly the levels this host can enforce,
+//     and rlm holds the plugin to them;
 //   - core/toolpath finds perl and caches its version.
+//
+// A plugin that runs programs some other way must declare only the levels
+// it enforces itself in InfoResponse.isolation_levels (see docs/plugins.md).
 //
 // Build it and put it where rlm looks for plugins:
 //
@@ -22,9 +29,7 @@ import (
 	"os/exec"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/program"
@@ -45,83 +50,36 @@ func probe(path string) (toolpath.Tool, error) {
 	return toolpath.Tool{Exe: path, Version: strings.TrimSpace(string(out))}, nil
 }
 
+// runtime is all that is perl-specific: the tool, the code file and the
+// command line. Everything else, the sandbox included, is core/native's.
+var runtime = &native.Runtime{
+	Name:     "perl",
+	Language: "perl",
+	Ext:      ".pl",
+	CodeFile: "main.pl",
+	Tool:     "perl",
+	Probe:    probe,
+	Argv: func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string {
+		return append([]string{t.Exe, ws.CodePath}, pb.Strings(req.GetArgs())...)
+	},
+	Capabilities: []string{"program", "check", "files"},
+}
+
+// server embeds native.Server (Info, Run) and adds Check. RPCs neither
+// offers (Session) answer "unimplemented", which rlm reports clearly.
 type server struct {
-	// Embedding the generated base makes the RPCs this plugin does not
-	// offer (Session) answer "unimplemented", which rlm reports clearly.
-	pb.UnimplementedRuntimeServer
+	native.Server
 }
 
-func (server) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
-	r := &pb.InfoResponse{
-		Name:            "perl",
-		PluginVersion:   version,
-		Language:        "perl",
-		FileExtension:   ".pl",
-		Capabilities:    []string{"program", "check", "files"},
-		Backend:         "native",
-		IsolationLevels: []string{"none"},
-	}
-	t, err := toolpath.Resolve("perl", probe)
-	if err != nil {
-		// "'perl' not found in PATH": shown by `rlm plugins`.
-		r.UnavailableReason = err.Error()
-		return r, nil
-	}
-	r.Available, r.RuntimeVersion = true, t.Version
-	return r, nil
-}
-
-func (server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error) {
-	t, err := toolpath.Resolve("perl", probe)
-	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "perl runtime unavailable: %v", err)
-	}
-	ws, err := program.NewWorkspace(req, "main.pl")
-	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	env := program.BaseEnv(ws.Dir)
-	for k, v := range req.GetEnv() {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			ws.Remove()
-			return nil, status.Errorf(codes.InvalidArgument, "env name %q is not valid", k)
-		}
-		env = append(env, k+"="+string(v))
-	}
-	res, err := program.Exec(ctx, program.Command{
-		Argv:   append([]string{t.Exe, ws.CodePath}, pb.Strings(req.GetArgs())...),
-		Dir:    ws.Dir,
-		Env:    env,
-		Stdin:  req.GetStdin(),
-		Limits: req.GetLimits(),
-	})
-	if err != nil {
-		ws.Remove()
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	ws.Finish(res) // collects produced files, removes the directory
-	return res, nil
-}
-
-func (server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	t, err := toolpath.Resolve("perl", probe)
-	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "perl runtime unavailable: %v", err)
-	}
-	cmd := exec.CommandContext(ctx, t.Exe, "-c", "-")
-	cmd.Stdin = bytes.NewReader(req.GetCode())
-	out, err := cmd.CombinedOutput()
-	if _, failed := err.(*exec.ExitError); failed {
-		return &pb.CheckResponse{Ok: false, Message: strings.TrimSpace(string(out))}, nil
-	} else if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	return &pb.CheckResponse{Ok: true}, nil
+// Check compiles the program with `perl -c` without running it.
+func (s *server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
+	return s.CheckCommand(ctx, string(req.GetCode()), native.Check{Args: []string{"-c", "-"}})
 }
 
 func main() {
+	native.Version = version
 	// Grandchildren that escape the program's process group are re-parented
 	// here and killed after each run instead of outliving it.
 	_ = proctree.BecomeSubreaper()
-	plugin.Serve(server{})
+	plugin.Serve(&server{Server: native.Server{RT: runtime}})
 }

@@ -45,6 +45,8 @@ func (s *Server) Info(ctx context.Context, _ *pb.InfoRequest) (*pb.InfoResponse,
 		Name: "pyodide", PluginVersion: native.Version, Language: "python", FileExtension: ".py",
 		Capabilities: []string{"repl", "program", "fuel", "files", "check"}, Backend: "pyodide",
 		IsolationLevels: []string{"wasm"},
+		// Sessions run in the same WebAssembly sandbox as programs.
+		SessionIsolationLevels: []string{"wasm"},
 	}
 	rn, err := s.get(ctx)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 
+	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/proctree"
@@ -73,6 +74,9 @@ var Runtime = &native.Runtime{
 	Installer:    installer,
 	InstallEnv:   useInstalled,
 	Capabilities: []string{"program", "repl", "check", "files", "requirements"},
+	// What Server.Session enforces (sessionIsolation); the host runs no
+	// session at a level not listed here.
+	SessionLevels: []isolate.Level{isolate.LevelNone, isolate.LevelProcess, isolate.LevelNamespace},
 }
 
 // Server is the python plugin's runtime service.

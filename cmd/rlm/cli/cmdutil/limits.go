@@ -8,11 +8,12 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/config"
-	"github.com/rlmkit/rlm/core/isolate"
 )
 
-// LimitFlags are the sandbox flags exec and run share, so both spell,
-// default and validate them the same way: flag > environment > config.
+// LimitFlags are the sandbox flags exec, run and serve share, so all of
+// them spell, default and validate them the same way: flag > environment >
+// config. The isolation stays as asked (auto too): only the runtime's
+// plugin, through core.Runtime, knows which level auto becomes.
 type LimitFlags struct {
 	Isolation    string
 	Memory       string
@@ -21,20 +22,13 @@ type LimitFlags struct {
 	CPU          time.Duration
 	AllowNetwork bool
 
-	// Auto admits --isolation auto (the strongest level available), for
-	// rlm serve.
-	Auto bool
-	fs   *pflag.FlagSet
+	fs *pflag.FlagSet
 }
 
 // Register adds the flags to fs.
 func (l *LimitFlags) Register(fs *pflag.FlagSet) {
 	l.fs = fs
-	if l.Auto {
-		fs.StringVar(&l.Isolation, "isolation", "", "sandbox of native runtimes: auto (the strongest available), none, process or namespace (default from config: auto)")
-	} else {
-		fs.StringVar(&l.Isolation, "isolation", "", "sandbox of native runtimes: none, process or namespace (default from config: process)")
-	}
+	fs.StringVar(&l.Isolation, "isolation", "", "sandbox of the code: auto (the strongest this host and the runtime's plugin both support), none, process or namespace (default from config: auto)")
 	fs.StringVar(&l.Memory, "memory", "", "memory limit, e.g. 256MiB (default from config: 1GiB; 0: none)")
 	fs.Int64Var(&l.MaxProcesses, "max-processes", 0, "processes the code may run at once (default from config: 256; 0: none)")
 	fs.StringVar(&l.MaxDisk, "max-disk", "", "total size the working directory may grow to, e.g. 64MiB (needs root; default: none)")
@@ -54,15 +48,10 @@ func (l *LimitFlags) Apply(cfg config.Limits, dst *core.Limits) error {
 	dst.CPU = time.Duration(cfg.CPU)
 	if l.changed("isolation") {
 		switch l.Isolation {
-		case "none", "process", "namespace":
-			dst.Isolation = l.Isolation
-		case "auto":
-			if !l.Auto {
-				return fmt.Errorf("--isolation: auto is for rlm serve: use none, process or namespace")
-			}
+		case "auto", "none", "process", "namespace":
 			dst.Isolation = l.Isolation
 		default:
-			return fmt.Errorf("--isolation: %q is not a level: use none, process or namespace", l.Isolation)
+			return fmt.Errorf("--isolation: %q is not a level: use auto, none, process or namespace", l.Isolation)
 		}
 	}
 	if l.changed("memory") {
@@ -92,8 +81,8 @@ func (l *LimitFlags) Apply(cfg config.Limits, dst *core.Limits) error {
 		dst.CPU = l.CPU
 	}
 	dst.AllowNetwork = l.AllowNetwork
-	if dst.Isolation == "auto" {
-		dst.Isolation = string(isolate.Strongest())
-	}
+	// Limits given as flags must hold: core refuses to run them at a level
+	// that enforces none (isolation none).
+	dst.Strict = l.changed("memory") || l.changed("max-processes") || l.changed("max-disk") || l.changed("cpu")
 	return nil
 }

@@ -9,13 +9,12 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/config"
-	"github.com/rlmkit/rlm/core/isolate"
 )
 
-func apply(t *testing.T, auto bool, args ...string) (core.Limits, error) {
+func apply(t *testing.T, args ...string) (core.Limits, error) {
 	t.Helper()
 	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
-	l := LimitFlags{Auto: auto}
+	var l LimitFlags
 	l.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
@@ -26,7 +25,7 @@ func apply(t *testing.T, auto bool, args ...string) (core.Limits, error) {
 }
 
 func TestLimitFlagsOverConfig(t *testing.T) {
-	got, err := apply(t, false)
+	got, err := apply(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,15 +33,15 @@ func TestLimitFlagsOverConfig(t *testing.T) {
 	if got.Isolation != def.Isolation || got.MemoryBytes != int64(def.Memory) || got.MaxProcesses != def.MaxProcesses {
 		t.Errorf("defaults not taken from config: %+v", got)
 	}
-	got, err = apply(t, false, "--isolation", "none", "--memory", "64MiB", "--max-processes", "8", "--max-disk", "1MiB", "--cpu", "2s", "--allow-network")
+	got, err = apply(t, "--isolation", "none", "--memory", "64MiB", "--max-processes", "8", "--max-disk", "1MiB", "--cpu", "2s", "--allow-network")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := core.Limits{Isolation: "none", MemoryBytes: 64 << 20, MaxProcesses: 8, MaxDiskBytes: 1 << 20, CPU: 2 * time.Second, AllowNetwork: true}
+	want := core.Limits{Isolation: "none", MemoryBytes: 64 << 20, MaxProcesses: 8, MaxDiskBytes: 1 << 20, CPU: 2 * time.Second, AllowNetwork: true, Strict: true}
 	if got != want {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
-	got, err = apply(t, false, "--memory", "0")
+	got, err = apply(t, "--memory", "0")
 	if err != nil || got.MemoryBytes != 0 {
 		t.Errorf("--memory 0 should lift the cap: %+v %v", got, err)
 	}
@@ -54,25 +53,41 @@ func TestLimitFlagsErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--isolation", "bogus"}, `"bogus" is not a level`},
-		{[]string{"--isolation", "auto"}, "auto is for rlm serve"},
 		{[]string{"--memory", "lots"}, `--memory: "lots" is not a size`},
 		{[]string{"--max-disk", "-1"}, "--max-disk"},
 		{[]string{"--max-processes", "-3"}, "must not be negative"},
 		{[]string{"--cpu", "-1s"}, "must not be negative"},
 	} {
-		_, err := apply(t, false, tc.args...)
+		_, err := apply(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: got %v, want an error containing %q", tc.args, err, tc.want)
 		}
 	}
 }
 
-func TestLimitFlagsAutoIsStrongest(t *testing.T) {
-	got, err := apply(t, true, "--isolation", "auto")
-	if err != nil {
-		t.Fatal(err)
+// auto stays auto: only the runtime's plugin knows what it becomes
+// (core.ResolveIsolation), and it is the default.
+func TestLimitFlagsAutoIsLeftToTheRuntime(t *testing.T) {
+	for _, args := range [][]string{nil, {"--isolation", "auto"}} {
+		got, err := apply(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Isolation != "auto" {
+			t.Errorf("%v gave %q, want auto", args, got.Isolation)
+		}
 	}
-	if got.Isolation != string(isolate.Strongest()) {
-		t.Errorf("auto gave %q, want %q", got.Isolation, isolate.Strongest())
+}
+
+// Only limits given as flags are strict; the configured defaults are not.
+func TestLimitFlagsStrict(t *testing.T) {
+	if got, _ := apply(t); got.Strict {
+		t.Error("defaults marked strict")
+	}
+	if got, _ := apply(t, "--isolation", "none"); got.Strict {
+		t.Error("--isolation alone marked strict")
+	}
+	if got, _ := apply(t, "--cpu", "1s"); !got.Strict {
+		t.Error("--cpu not marked strict")
 	}
 }

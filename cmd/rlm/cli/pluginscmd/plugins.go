@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/plugin"
 	pb "github.com/rlmkit/rlm/core/proto"
 )
@@ -25,6 +27,11 @@ type Row struct {
 	RuntimeVersion string `json:"runtime_version,omitempty"`
 	Available      bool   `json:"available"`
 	Reason         string `json:"reason,omitempty"`
+	// Isolation and SessionIsolation are the levels the plugin declares
+	// for its programs and its REPL sessions (core.DeclaredLevels): the
+	// only ones rlm runs it at.
+	Isolation        []string `json:"isolation,omitempty"`
+	SessionIsolation []string `json:"session_isolation,omitempty"`
 }
 
 // NewCmd builds the command.
@@ -32,7 +39,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "plugins",
-		Short: "List runtime plugins with their path, version and availability",
+		Short: "List runtime plugins with their path, version, availability and isolation levels",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, _, err := f.Config(); err != nil {
@@ -49,13 +56,14 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 				return cmdutil.Exit(cmdutil.ExitFailure)
 			}
 			tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tVERSION\tRUNTIME\tAVAILABLE\tPATH")
+			fmt.Fprintln(tw, "NAME\tVERSION\tRUNTIME\tAVAILABLE\tISOLATION\tSESSIONS\tPATH")
 			for _, r := range rows {
 				avail := "yes"
 				if !r.Available {
 					avail = "no: " + r.Reason
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Name, r.Version, r.RuntimeVersion, avail, r.Path)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Version, r.RuntimeVersion, avail,
+					levels(r.Isolation), levels(r.SessionIsolation), r.Path)
 			}
 			return tw.Flush()
 		},
@@ -97,7 +105,19 @@ func probeOne(ctx context.Context, fp plugin.Found) Row {
 	}
 	r.Version, r.RuntimeVersion = info.GetPluginVersion(), info.GetRuntimeVersion()
 	r.Available, r.Reason = info.GetAvailable(), info.GetUnavailableReason()
+	r.Isolation = core.DeclaredLevels(info, false)
+	if slices.Contains(info.GetCapabilities(), "repl") {
+		r.SessionIsolation = core.DeclaredLevels(info, true)
+	}
 	return r
+}
+
+// levels shows a declared list; "-" for a plugin without sessions.
+func levels(l []string) string {
+	if len(l) == 0 {
+		return "-"
+	}
+	return strings.Join(l, ",")
 }
 
 func oneLine(s string) string {

@@ -21,7 +21,6 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/backend"
 	"github.com/rlmkit/rlm/core/config"
-	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/server"
 )
@@ -55,7 +54,7 @@ type Options struct {
 
 // NewCmd builds the command; runF replaces the run function in tests.
 func NewCmd(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	o := &Options{F: f, Limits: cmdutil.LimitFlags{Auto: true}}
+	o := &Options{F: f}
 	cmd := &cobra.Command{
 		Use:   "serve [flags]",
 		Short: "Serve sandboxed execution over HTTP (POST /execute, sessions, health, metrics)",
@@ -236,29 +235,32 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// limits are the sandbox of every program the server runs: [limits] and
-// the limit flags, with [serve] isolation (auto: the strongest this host
-// has) instead of exec's default. A level that cannot work here stops the
-// server with the reason rather than serving code less isolated than asked.
-func (o *Options) limits(cfg config.Config, st config.Serve, backendName string) (core.Limits, string, error) {
+// limits are the sandbox of every program and session the server runs:
+// [limits] and the limit flags, with [serve] isolation (auto: the
+// strongest level this host and each mode's plugin support) instead of
+// exec's. Each runtime resolves the level itself (core.Runtime); Run stops
+// the server when a mode's programs cannot have it.
+func (o *Options) limits(cfg config.Config, st config.Serve) (core.Limits, error) {
 	lc := cfg.Limits
 	lc.Isolation = st.Isolation
 	var l core.Limits
 	if err := o.Limits.Apply(lc, &l); err != nil {
-		return l, "", cmdutil.Usage(err)
+		return l, cmdutil.Usage(err)
 	}
-	if backendName == backend.Pyodide {
-		// WebAssembly is its own sandbox; native levels do not apply.
-		l.Isolation = "wasm"
-		return l, "wasm", nil
-	}
-	if l.Isolation != string(isolate.LevelNone) {
-		if err := isolate.Available(isolate.Level(l.Isolation)); err != nil {
-			return l, "", fmt.Errorf("isolation %s cannot work on this host: %v", l.Isolation, err)
+	return l, nil
+}
+
+// checkIsolation refuses to serve a mode whose programs cannot run at the
+// configured level, rather than failing every request. Sessions are not
+// checked: a mode that offers none, or only at other levels, still serves
+// programs, and opening a session says why.
+func checkIsolation(ctx context.Context, rts map[string]*core.Runtime, level string) error {
+	for m, rt := range rts {
+		if _, err := rt.Isolation(ctx, level, false); err != nil {
+			return fmt.Errorf("mode=%s: %w", m, err)
 		}
 	}
-	// Python REPL sessions run under the same level as programs.
-	return l, l.Isolation, nil
+	return nil
 }
 
 // Run starts the server and blocks until ctx ends (a signal), then shuts
@@ -272,7 +274,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return cmdutil.Usage(err)
 	}
-	limits, sessionIsolation, err := o.limits(cfg, st, backendName)
+	limits, err := o.limits(cfg, st)
 	if err != nil {
 		return err
 	}
@@ -290,28 +292,34 @@ func Run(ctx context.Context, o *Options) error {
 	modes := server.ParseModes(st.Mode)
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	modes, rts, _, err := server.OpenModes(startCtx, open, modes)
+	if err == nil {
+		if err = checkIsolation(startCtx, rts, limits.Isolation); err != nil {
+			for _, rt := range rts {
+				rt.Close()
+			}
+		}
+	}
 	cancel()
 	if err != nil {
 		return modeError(err)
 	}
 	srv, err := server.New(server.Config{
-		Modes:            modes,
-		Open:             open,
-		Runtimes:         rts,
-		MaxConcurrent:    st.MaxConcurrent,
-		Queue:            st.Queue,
-		QueueWait:        time.Duration(st.QueueWait),
-		BodyLimit:        int64(st.BodyLimit),
-		DefaultTimeout:   time.Duration(cfg.Limits.Timeout),
-		MaxTimeout:       time.Duration(st.MaxTimeout),
-		MaxOutput:        int64(cfg.Limits.MaxOutput),
-		Limits:           limits,
-		SessionIsolation: sessionIsolation,
-		Token:            st.Token,
-		SessionIdle:      time.Duration(st.SessionIdle),
-		MaxSessions:      st.MaxSessions,
-		Logger:           logger,
-		Version:          versioncmd.String(),
+		Modes:          modes,
+		Open:           open,
+		Runtimes:       rts,
+		MaxConcurrent:  st.MaxConcurrent,
+		Queue:          st.Queue,
+		QueueWait:      time.Duration(st.QueueWait),
+		BodyLimit:      int64(st.BodyLimit),
+		DefaultTimeout: time.Duration(cfg.Limits.Timeout),
+		MaxTimeout:     time.Duration(st.MaxTimeout),
+		MaxOutput:      int64(cfg.Limits.MaxOutput),
+		Limits:         limits,
+		Token:          st.Token,
+		SessionIdle:    time.Duration(st.SessionIdle),
+		MaxSessions:    st.MaxSessions,
+		Logger:         logger,
+		Version:        versioncmd.String(),
 	})
 	if err != nil {
 		for _, rt := range rts {

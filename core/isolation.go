@@ -1,0 +1,166 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/rlmkit/rlm/core/isolate"
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+// AutoIsolation asks for the strongest level both this host and the
+// runtime's plugin support. It is the default everywhere: a plugin is held
+// to what it declares in Info, never trusted to upgrade or downgrade itself.
+const AutoIsolation = "auto"
+
+// hostLevels are the levels core/isolate defines, weakest first. A plugin
+// may declare a level of its own (pyodide's wasm); the host cannot rank it
+// against these, so auto picks it only when the plugin declares none of them.
+var hostLevels = []isolate.Level{isolate.LevelNone, isolate.LevelProcess, isolate.LevelNamespace}
+
+// DeclaredLevels are the isolation levels a plugin's Info declares for its
+// programs, or for its REPL sessions. An empty declaration means none: the
+// host assumes nothing a plugin does not promise.
+func DeclaredLevels(info *pb.InfoResponse, session bool) []string {
+	l := info.GetIsolationLevels()
+	if session {
+		l = info.GetSessionIsolationLevels()
+	}
+	if len(l) == 0 {
+		return []string{string(isolate.LevelNone)}
+	}
+	return l
+}
+
+// ResolveIsolation decides the level a program (or, with session, a REPL
+// session) of the plugin described by info runs at, given the requested
+// level ("" and "auto" mean auto). plugin names the plugin in errors.
+//
+// auto is the strongest of none, process and namespace that the plugin
+// declares and this host can enforce (else the plugin's own level, such
+// as wasm). An explicit level must be declared by the plugin and, when
+// core/isolate defines it, work on this host; otherwise the answer is an
+// error naming the plugin, what it supports and the fix, and nothing runs.
+func ResolveIsolation(info *pb.InfoResponse, plugin, requested string, session bool) (string, error) {
+	declared := DeclaredLevels(info, session)
+	what := "programs"
+	if session {
+		what = "sessions"
+	}
+	if requested == "" || requested == AutoIsolation {
+		for i := len(hostLevels) - 1; i >= 0; i-- {
+			l := hostLevels[i]
+			if slices.Contains(declared, string(l)) && isolate.Available(l) == nil {
+				return string(l), nil
+			}
+		}
+		for _, l := range declared {
+			if !slices.Contains(hostLevels, isolate.Level(l)) {
+				return l, nil
+			}
+		}
+		// Unreachable while none is always available; kept for a host
+		// where it is not.
+		return "", refused(codes.FailedPrecondition, "plugin %s declares isolation %s for its %s, none of which works on this host", plugin, strings.Join(declared, ", "), what)
+	}
+	if !slices.Contains(declared, requested) {
+		return "", refused(codes.FailedPrecondition,
+			"plugin %s cannot enforce isolation %s for its %s: it declares only %s; use --isolation auto (or [limits] isolation = \"auto\") to run at the strongest of these, one of them explicitly, or a plugin that supports %s",
+			plugin, requested, what, strings.Join(declared, ", "), requested)
+	}
+	if slices.Contains(hostLevels, isolate.Level(requested)) {
+		if err := isolate.Available(isolate.Level(requested)); err != nil {
+			return "", refused(codes.FailedPrecondition, "isolation %s cannot work on this host: %v", requested, err)
+		}
+	}
+	return requested, nil
+}
+
+// checkLimits refuses limits set explicitly (Limits.Strict) at level none,
+// which enforces no resource limit: running without them would be the
+// silent downgrade the caller asked not to get.
+func checkLimits(l Limits, plugin, level string) error {
+	if !l.Strict || level != string(isolate.LevelNone) {
+		return nil
+	}
+	var set []string
+	for _, f := range []struct {
+		name string
+		on   bool
+	}{
+		{"memory", l.MemoryBytes > 0},
+		{"max-processes", l.MaxProcesses > 0},
+		{"max-disk", l.MaxDiskBytes > 0},
+		{"cpu", l.CPU > 0},
+	} {
+		if f.on {
+			set = append(set, "--"+f.name)
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	return refused(codes.FailedPrecondition,
+		"%s cannot hold: plugin %s runs this at isolation none, which enforces no resource limit; use --isolation process or namespace with a plugin that declares them, or drop the flag",
+		strings.Join(set, ", "), plugin)
+}
+
+func refused(c codes.Code, format string, args ...any) error {
+	return &RefusedError{Code: c, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Isolation is the level this runtime runs a program (or, with session, a
+// REPL session) at when asked for requested: see ResolveIsolation. The
+// plugin's Info is asked once per connection.
+func (r *Runtime) Isolation(ctx context.Context, requested string, session bool) (string, error) {
+	info, err := r.declaration(ctx)
+	if err != nil {
+		return "", err
+	}
+	return ResolveIsolation(info, r.pluginName(), requested, session)
+}
+
+// declaration is the plugin's Info, asked once: a plugin's declared levels
+// do not change while it runs.
+func (r *Runtime) declaration(ctx context.Context) (*pb.InfoResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.info != nil {
+		return r.info, nil
+	}
+	info, err := r.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("asking the %s runtime which isolation it supports: %w", r.Name, err)
+	}
+	r.info = info
+	return info, nil
+}
+
+// pluginName names the plugin in messages: its path when known.
+func (r *Runtime) pluginName() string {
+	if r.Plugin != "" {
+		return fmt.Sprintf("%s (%s)", r.Name, r.Plugin)
+	}
+	if r.Backend != "" && r.Backend != "native" {
+		return fmt.Sprintf("%s (%s backend)", r.Name, r.Backend)
+	}
+	return r.Name
+}
+
+// sandbox resolves l's isolation for this runtime and checks its limits
+// can hold there; the result is what goes on the wire.
+func (r *Runtime) sandbox(ctx context.Context, l Limits, session bool) (Limits, error) {
+	level, err := r.Isolation(ctx, l.Isolation, session)
+	if err != nil {
+		return l, err
+	}
+	if err := checkLimits(l, r.pluginName(), level); err != nil {
+		return l, err
+	}
+	l.Isolation = level
+	return l, nil
+}
