@@ -144,6 +144,8 @@ func params(dir string) testscript.Params {
 			"heard":      cmdHeard,
 			"waitglob":   cmdWaitGlob,
 			"burst":      cmdBurst,
+			// MCP scripts (mcp_cmds_test.go)
+			"needmcpclient": cmdNeedMCPClient,
 		},
 	}
 }
