@@ -1,37 +1,29 @@
 package testscripts
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-
-	"github.com/rogpeppe/go-internal/testscript"
 )
 
-// needmcpclient skips the script when node or the TypeScript MCP client
-// (testscripts/mcpclient, installed by .ci/setup with npm ci) is absent,
-// and sets $MCPCLIENT to the client script. CI installs both and sets
-// RLM_REQUIRE_NODE=1, which turns the skip into a failure, so CI can never
-// pass without running these scripts.
-func cmdNeedMCPClient(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 0 {
-		ts.Fatalf("usage: needmcpclient")
-	}
-	dir, err := filepath.Abs("mcpclient")
-	if err != nil {
-		ts.Fatalf("%v", err)
-	}
+// mcpClientCondition is the script condition [mcpclient]: node and the
+// TypeScript MCP client (testscripts/mcpclient, installed by .ci/setup
+// with npm ci) are there. Scripts skip without it ([!mcpclient] skip), but
+// CI installs both and sets RLM_REQUIRE_NODE=1, which makes their absence
+// an error, so CI can never pass without running the MCP scripts.
+func mcpClientCondition() (bool, error) {
 	missing := ""
 	if _, err := exec.LookPath("node"); err != nil {
 		missing = "node is not installed"
-	} else if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
+	} else if _, err := os.Stat(filepath.Join("mcpclient", "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
 		missing = "the TypeScript MCP client is not installed: run (cd testscripts/mcpclient && npm ci), as .ci/setup does"
 	}
-	if missing != "" {
-		if os.Getenv("RLM_REQUIRE_NODE") != "" {
-			ts.Fatalf("RLM_REQUIRE_NODE is set but %s", missing)
-		}
-		ts.Skip(missing + " (set RLM_REQUIRE_NODE=1 to make this a failure)")
+	if missing == "" {
+		return true, nil
 	}
-	ts.Setenv("MCPCLIENT", filepath.Join(dir, "client.mjs"))
+	if os.Getenv("RLM_REQUIRE_NODE") != "" {
+		return false, fmt.Errorf("RLM_REQUIRE_NODE is set but %s", missing)
+	}
+	return false, nil
 }

@@ -85,6 +85,12 @@ func params(dir string) testscript.Params {
 	return testscript.Params{
 		Dir:                 dir,
 		RequireExplicitExec: true,
+		Condition: func(cond string) (bool, error) {
+			if cond == "mcpclient" {
+				return mcpClientCondition()
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 		Setup: func(env *testscript.Env) error {
 			home := filepath.Join(env.WorkDir, "home")
 			if err := os.MkdirAll(home, 0o755); err != nil {
@@ -144,8 +150,6 @@ func params(dir string) testscript.Params {
 			"heard":      cmdHeard,
 			"waitglob":   cmdWaitGlob,
 			"burst":      cmdBurst,
-			// MCP scripts (mcp_cmds_test.go)
-			"needmcpclient": cmdNeedMCPClient,
 		},
 	}
 }
