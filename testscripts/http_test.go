@@ -32,7 +32,8 @@ func cmdFreePort(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Setenv(args[0], strconv.Itoa(port))
 }
 
-// waitfor URL [REGEXP] waits up to 30 s for URL to answer 200 (with a
+// waitfor URL [REGEXP] waits up to 120 s (a loaded machine can take
+// over 30 s to start a server's plugins) for URL to answer 200 (with a
 // body matching REGEXP): a server started with & getting ready, or a
 // gauge reaching a value. ! waitfor URL waits for it to stop answering.
 func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
@@ -44,7 +45,7 @@ func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
 		re = regexp.MustCompile(args[1])
 	}
 	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(120 * time.Second)
 	for {
 		resp, err := client.Get(args[0])
 		up := err == nil && resp.StatusCode == 200
@@ -59,7 +60,7 @@ func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			ts.Fatalf("waitfor %s: still %s after 30s (last: %v)", args[0], map[bool]string{true: "answering", false: "not answering"}[neg], err)
+			ts.Fatalf("waitfor %s: still %s after 120s (last: %v)", args[0], map[bool]string{true: "answering", false: "not answering"}[neg], err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -89,6 +89,9 @@ func params(dir string) testscript.Params {
 			if cond == "browser" {
 				return condBrowser()
 			}
+			if cond == "mcpclient" {
+				return mcpClientCondition()
+			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Setup: func(env *testscript.Env) error {

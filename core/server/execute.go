@@ -376,31 +376,12 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	lang, e := s.language(req.Language)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
+	lang, resp, e := s.execute(r.Context(), &req)
 	rec.language = lang
-	prog, e := s.program(&req)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	release, e := s.admit(r.Context())
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	defer release()
-	res, err := withRuntime(r.Context(), s.slots[lang], func(rt *core.Runtime) (*core.Result, error) {
-		return rt.Run(r.Context(), prog)
-	})
-	if err != nil {
-		writeError(w, s.runError(r.Context(), lang, err))
-		return
-	}
-	resp := Response(lang, res)
 	rec.result = resp.Status
 	writeJSON(w, http.StatusOK, resp)
 }

@@ -102,6 +102,8 @@ type Server struct {
 	limit    *limiter
 	sessions *sessionTable
 	metrics  *metrics
+	// mounts are handlers added with Handle, by exact path.
+	mounts   map[string]http.Handler
 	started  time.Time
 	draining atomic.Bool
 	stop     chan struct{}
@@ -292,6 +294,12 @@ func (s *Server) route(r *http.Request) (string, http.HandlerFunc) {
 		return allow("/openapi.json", "GET", serveOpenAPI)
 	case p == "/execute":
 		return allow("/execute", "POST", s.handleExecute)
+	case s.mounts[p] != nil:
+		h := s.mounts[p]
+		return p, func(w http.ResponseWriter, r *http.Request) {
+			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.BodyLimit)
+			h.ServeHTTP(w, r)
+		}
 	case p == "/sessions":
 		return allow("/sessions", "POST", s.handleSessionCreate)
 	case len(parts) == 2 && parts[0] == "sessions" && parts[1] != "":

@@ -197,62 +197,29 @@ type VariableResponse struct {
 
 func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	rec := w.(*recorder)
-	if s.draining.Load() {
-		writeError(w, &APIError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down", RetryAfter: 1})
-		return
-	}
 	// Room is reserved before the body (which may hold a large context) is
 	// read, so at most MaxSessions bodies are held.
-	id, ok := s.sessions.reserve()
-	if !ok {
-		w.Header().Set("Connection", "close") // its body is not read
-		writeError(w, &APIError{Status: http.StatusTooManyRequests, Code: CodeTooManySessions, RetryAfter: s.retryAfter(),
-			Message: fmt.Sprintf("the server holds its maximum of %d sessions: DELETE one, or wait for idle ones to expire", s.cfg.MaxSessions)})
-		return
-	}
-	added := false
-	defer func() {
-		if !added {
-			s.sessions.unreserve(id)
+	id, e := s.reserveSession()
+	if e != nil {
+		if e.Code == CodeTooManySessions {
+			w.Header().Set("Connection", "close") // its body is not read
 		}
-	}()
-	var req SessionRequest
-	if e := s.decodeBody(w, r, &req); e != nil {
 		writeError(w, e)
 		return
 	}
-	lang, e := s.language(req.Language)
+	var req SessionRequest
+	if e := s.decodeBody(w, r, &req); e != nil {
+		s.sessions.unreserve(id)
+		writeError(w, e)
+		return
+	}
+	lang, created, e := s.openSession(r.Context(), id, &req)
+	rec.language = lang
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	rec.language = lang
-	var sctx *core.Context
-	if len(req.Context) > 0 && string(req.Context) != "null" {
-		var text string
-		if json.Unmarshal(req.Context, &text) == nil {
-			sctx = &core.Context{Data: []byte(text), Kind: "text"}
-		} else {
-			sctx = &core.Context{Data: req.Context, Kind: "json"}
-		}
-	}
-	sess, err := withRuntime(r.Context(), s.slots[lang], func(rt *core.Runtime) (core.Session, error) {
-		return rt.OpenSession(r.Context(), core.SessionOptions{
-			Runtime: lang, Context: sctx, Bridges: s.cfg.Bridges,
-			Limits: s.sessionLimits(),
-		})
-	})
-	if err != nil {
-		writeError(w, s.runError(r.Context(), lang, err))
-		return
-	}
-	if !s.sessions.add(&sessionEntry{id: id, language: lang, sess: sess, created: time.Now()}) {
-		_ = sess.Close()
-		writeError(w, &APIError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down", RetryAfter: 1})
-		return
-	}
-	added = true
-	writeJSON(w, http.StatusCreated, SessionCreated{ID: id, Language: lang, IdleTimeoutSeconds: s.cfg.SessionIdle.Seconds()})
+	writeJSON(w, http.StatusCreated, created)
 }
 
 func (s *Server) sessionNotFound(id string) *APIError {
@@ -271,40 +238,12 @@ func (s *Server) handleSessionExecute(w http.ResponseWriter, r *http.Request, id
 		writeError(w, e)
 		return
 	}
-	if req.Code == nil {
-		writeError(w, badField("code", "is required"))
+	lang, resp, e := s.runCell(r.Context(), id, &req)
+	rec.language = lang
+	if e != nil {
+		writeError(w, e)
 		return
 	}
-	var timeout time.Duration
-	if req.TimeoutMs != nil {
-		t, e := s.timeout(nil, req.TimeoutMs)
-		if e != nil {
-			writeError(w, e)
-			return
-		}
-		timeout = t
-	}
-	e, done, ok := s.sessions.use(id)
-	if !ok {
-		writeError(w, s.sessionNotFound(id))
-		return
-	}
-	defer done()
-	rec.language = e.language
-	release, ae := s.admit(r.Context())
-	if ae != nil {
-		writeError(w, ae)
-		return
-	}
-	defer release()
-	e.cell.Lock()
-	defer e.cell.Unlock()
-	res, err := e.sess.Execute(r.Context(), *req.Code, timeout)
-	if err != nil {
-		writeError(w, s.sessionError(r.Context(), e, err))
-		return
-	}
-	resp := Response(e.language, res)
 	rec.result = resp.Status
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -325,44 +264,22 @@ func (s *Server) sessionError(ctx context.Context, e *sessionEntry, err error) *
 }
 
 func (s *Server) handleSessionVariable(w http.ResponseWriter, r *http.Request, id, name string) {
-	e, done, ok := s.sessions.use(id)
-	if !ok {
-		writeError(w, s.sessionNotFound(id))
+	lang, v, e := s.variable(r.Context(), id, name)
+	w.(*recorder).language = lang
+	if e != nil {
+		writeError(w, e)
 		return
 	}
-	defer done()
-	w.(*recorder).language = e.language
-	e.cell.Lock()
-	defer e.cell.Unlock()
-	v, found, err := e.sess.Variable(r.Context(), name)
-	if err != nil {
-		if r.Context().Err() != nil {
-			writeError(w, s.runError(r.Context(), e.language, err))
-			return
-		}
-		// The runtime could not read it (say, not a valid name). The
-		// session stays: if it is gone, its next cell says so.
-		writeError(w, apiErr(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("reading %q: %v", name, err)))
-		return
-	}
-	if !found {
-		writeError(w, apiErr(http.StatusNotFound, CodeVariableNotFound, fmt.Sprintf("session %s has no variable %q", id, name)))
-		return
-	}
-	writeJSON(w, http.StatusOK, VariableResponse{Name: name, Value: v})
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) handleSessionDelete(w http.ResponseWriter, _ *http.Request, id string) {
-	e := s.sessions.remove(id)
-	if e == nil {
-		writeError(w, s.sessionNotFound(id))
+	lang, e := s.closeSession(id)
+	w.(*recorder).language = lang
+	if e != nil {
+		writeError(w, e)
 		return
 	}
-	w.(*recorder).language = e.language
-	// Interrupt a running cell, then close in the background: the client
-	// has its answer, and Close waits for the interpreter to exit.
-	_ = e.sess.Cancel()
-	s.closeLater(e)
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/rlmkit/rlm/cmd/rlm/cli/configcmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/daemoncmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/execcmd"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/mcpcmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/pluginscmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/servecmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/versioncmd"
@@ -43,6 +44,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 		versioncmd.NewCmd(f),
 		configcmd.NewCmd(f),
 		servecmd.NewCmd(f, nil),
+		mcpcmd.NewCmd(f, nil),
 		daemoncmd.NewCmd(f, nil),
 	)
 	return cmd

@@ -15,12 +15,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/versioncmd"
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/backend"
 	"github.com/rlmkit/rlm/core/config"
+	"github.com/rlmkit/rlm/core/mcpserver"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/server"
 )
@@ -62,7 +64,9 @@ func NewCmd(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 
 Endpoints: POST /execute, GET /health, POST /sessions,
 POST /sessions/{id}/execute, GET /sessions/{id}/variables/{name},
-DELETE /sessions/{id}, GET /metrics (Prometheus), GET /openapi.json.
+DELETE /sessions/{id}, GET /metrics (Prometheus), GET /openapi.json,
+and MCP over streamable HTTP at /mcp (tools run_code, list_runtimes and
+session_*; see docs/mcp.md).
 
 The mode is a comma-separated list of runtimes (python, golang, node,
 shell); the first is the default and a request's "language" picks another.
@@ -94,21 +98,28 @@ finish for --grace, kills what is left and exits 0.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Addr, "addr", "", "listen address (default from config: 127.0.0.1:8080)")
+	fl.StringVar(&o.BodyLimit, "body-limit", "", "largest request body, e.g. 8MiB; larger gets 413 (default from config: 8MiB)")
+	fl.StringVar(&o.Token, "token", "", "bearer token required on all but /health (prefer env RLM_TOKEN: flags show in ps)")
+	fl.BoolVar(&o.AllowUnauthenticated, "allow-unauthenticated", false, "listen on a non-loopback address without a token (only behind a proxy or private network that authenticates; env RLM_ALLOW_UNAUTHENTICATED)")
+	fl.DurationVar(&o.Grace, "grace", 0, "on SIGTERM/SIGINT, time in-flight requests get to finish (default from config: 5s)")
+	o.RegisterEngineFlags(fl)
+	return cmd
+}
+
+// RegisterEngineFlags adds the flags of what runs code (runtimes, backend,
+// slots and queue, timeouts, sessions, limits, isolation, log format), the
+// part of serve's settings `rlm mcp` shares, so both take the same flags.
+func (o *Options) RegisterEngineFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&o.Mode, "mode", "", "runtimes to serve, comma-separated, first is the default (default: auto-detect; env RLM_MODE, SANDBOX_MODE)")
 	fl.StringVarP(&o.Backend, "backend", "b", "", "backend for the runtimes: auto, daemon, native or pyodide (default from config: auto)")
 	fl.IntVar(&o.MaxConcurrent, "max-concurrent", 0, "runs in flight at once (default: number of CPUs; env RLM_MAX_CONCURRENT, SANDBOX_MAX_CONCURRENT)")
 	fl.IntVar(&o.Queue, "queue", 0, "requests that may wait for a slot before 429 (default from config: 64)")
 	fl.DurationVar(&o.QueueWait, "queue-wait", 0, "longest wait for a slot before 429 (default from config: 10s)")
-	fl.StringVar(&o.BodyLimit, "body-limit", "", "largest request body, e.g. 8MiB; larger gets 413 (default from config: 8MiB)")
 	fl.DurationVar(&o.MaxTimeout, "max-timeout", 0, "cap on a request's timeout (default from config: 5m)")
-	fl.StringVar(&o.Token, "token", "", "bearer token required on all but /health (prefer env RLM_TOKEN: flags show in ps)")
-	fl.BoolVar(&o.AllowUnauthenticated, "allow-unauthenticated", false, "listen on a non-loopback address without a token (only behind a proxy or private network that authenticates; env RLM_ALLOW_UNAUTHENTICATED)")
 	fl.DurationVar(&o.SessionIdle, "session-idle", 0, "close sessions unused this long (default from config: 10m)")
 	fl.IntVar(&o.MaxSessions, "max-sessions", 0, "most sessions open at once (default from config: 64)")
-	fl.DurationVar(&o.Grace, "grace", 0, "on SIGTERM/SIGINT, time in-flight requests get to finish (default from config: 5s)")
-	fl.StringVar(&o.LogFormat, "log-format", "", "request log format on stderr: text or json (default from config: text)")
+	fl.StringVar(&o.LogFormat, "log-format", "", "log format on stderr: text or json (default from config: text)")
 	o.Limits.Register(fl)
-	return cmd
 }
 
 // settings merges flags over the configuration (which already holds the
@@ -263,20 +274,32 @@ func checkIsolation(ctx context.Context, rts map[string]*core.Runtime, level str
 	return nil
 }
 
-// Run starts the server and blocks until ctx ends (a signal), then shuts
-// down gracefully.
-func Run(ctx context.Context, o *Options) error {
+// Engine is a server built from the settings, before it listens.
+type Engine struct {
+	Server *server.Server
+	// Settings are [serve] after flags and environment.
+	Settings config.Serve
+	Logger   *slog.Logger
+	Modes    []string
+	Limits   core.Limits
+}
+
+// NewEngine resolves config, environment and flags, opens the runtimes
+// (a mode that cannot run here is an error naming it) and builds the
+// server. `rlm serve` puts it on a socket; `rlm mcp` on stdio. Logs go to
+// o.F.IO.ErrOut. Close the Server when done.
+func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 	cfg, _, err := o.F.Config()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	st, backendName, err := o.settings(cfg)
 	if err != nil {
-		return cmdutil.Usage(err)
+		return nil, cmdutil.Usage(err)
 	}
 	limits, err := o.limits(cfg, st)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var logger *slog.Logger
 	if st.LogFormat == "json" {
@@ -301,7 +324,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	cancel()
 	if err != nil {
-		return modeError(err)
+		return nil, modeError(err)
 	}
 	srv, err := server.New(server.Config{
 		Modes:          modes,
@@ -325,9 +348,22 @@ func Run(ctx context.Context, o *Options) error {
 		for _, rt := range rts {
 			rt.Close()
 		}
+		return nil, err
+	}
+	return &Engine{Server: srv, Settings: st, Logger: logger, Modes: modes, Limits: limits}, nil
+}
+
+// Run starts the server and blocks until ctx ends (a signal), then shuts
+// down gracefully.
+func Run(ctx context.Context, o *Options) error {
+	eng, err := NewEngine(ctx, o)
+	if err != nil {
 		return err
 	}
+	srv, st, logger, modes, limits := eng.Server, eng.Settings, eng.Logger, eng.Modes, eng.Limits
 	defer srv.Close()
+	// MCP over streamable HTTP, behind the same token, slots and metrics.
+	srv.Handle("/mcp", mcpserver.HTTPHandler(srv, mcpserver.Options{Version: versioncmd.String(), Logger: logger}))
 
 	ln, err := net.Listen("tcp", st.Addr)
 	if err != nil {

@@ -1,0 +1,284 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/rlmkit/rlm/core"
+)
+
+// The methods in this file are the Server's work without HTTP around it:
+// POST /execute and the session endpoints call the same code after reading
+// their bodies, and other front ends (core/mcpserver, the MCP tools of
+// `rlm mcp` and of /mcp) call them directly. So every front end shares one
+// set of run slots, one queue, one session table, the limits and the
+// metrics. Errors are *APIError: the message is written for the user and
+// the HTTP status says which class of error it is.
+
+// Execute runs one program as POST /execute does: the same validation,
+// slot and queue (429-class *APIError when full), limits and metrics.
+func (s *Server) Execute(ctx context.Context, req *ExecuteRequest) (*ExecuteResponse, error) {
+	if !s.limit.enter() {
+		return nil, s.busy()
+	}
+	defer s.limit.leave()
+	lang, resp, e := s.execute(ctx, req)
+	if e != nil {
+		return nil, e
+	}
+	s.metrics.results.WithLabelValues(lang, resp.Status).Inc()
+	return resp, nil
+}
+
+// execute is the body of POST /execute once the request is admitted and
+// read: it returns the language it resolved (for logs and metrics).
+func (s *Server) execute(ctx context.Context, req *ExecuteRequest) (string, *ExecuteResponse, *APIError) {
+	lang, e := s.language(req.Language)
+	if e != nil {
+		return "", nil, e
+	}
+	prog, e := s.program(req)
+	if e != nil {
+		return lang, nil, e
+	}
+	release, e := s.admit(ctx)
+	if e != nil {
+		return lang, nil, e
+	}
+	defer release()
+	res, err := withRuntime(ctx, s.slots[lang], func(rt *core.Runtime) (*core.Result, error) {
+		return rt.Run(ctx, prog)
+	})
+	if err != nil {
+		return lang, nil, s.runError(ctx, lang, err)
+	}
+	resp := Response(lang, res)
+	return lang, &resp, nil
+}
+
+// OpenSession opens a REPL session as POST /sessions does, within the
+// same bound on open sessions.
+func (s *Server) OpenSession(ctx context.Context, req *SessionRequest) (*SessionCreated, error) {
+	id, e := s.reserveSession()
+	if e != nil {
+		return nil, e
+	}
+	_, created, e := s.openSession(ctx, id, req)
+	if e != nil {
+		return nil, e
+	}
+	return created, nil
+}
+
+// reserveSession claims room for one session before its request (which
+// may hold a large context) is read.
+func (s *Server) reserveSession() (string, *APIError) {
+	if s.draining.Load() {
+		return "", &APIError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down", RetryAfter: 1}
+	}
+	id, ok := s.sessions.reserve()
+	if !ok {
+		return "", &APIError{Status: http.StatusTooManyRequests, Code: CodeTooManySessions, RetryAfter: s.retryAfter(),
+			Message: fmt.Sprintf("the server holds its maximum of %d sessions: close one, or wait for idle ones to expire", s.cfg.MaxSessions)}
+	}
+	return id, nil
+}
+
+// openSession opens the session reserved as id; on failure the
+// reservation is given back.
+func (s *Server) openSession(ctx context.Context, id string, req *SessionRequest) (string, *SessionCreated, *APIError) {
+	added := false
+	defer func() {
+		if !added {
+			s.sessions.unreserve(id)
+		}
+	}()
+	lang, e := s.language(req.Language)
+	if e != nil {
+		return "", nil, e
+	}
+	var sctx *core.Context
+	if len(req.Context) > 0 && string(req.Context) != "null" {
+		var text string
+		if json.Unmarshal(req.Context, &text) == nil {
+			sctx = &core.Context{Data: []byte(text), Kind: "text"}
+		} else {
+			sctx = &core.Context{Data: req.Context, Kind: "json"}
+		}
+	}
+	sess, err := withRuntime(ctx, s.slots[lang], func(rt *core.Runtime) (core.Session, error) {
+		return rt.OpenSession(ctx, core.SessionOptions{
+			Runtime: lang, Context: sctx, Bridges: s.cfg.Bridges,
+			Limits: s.sessionLimits(),
+		})
+	})
+	if err != nil {
+		return lang, nil, s.runError(ctx, lang, err)
+	}
+	if !s.sessions.add(&sessionEntry{id: id, language: lang, sess: sess, created: time.Now()}) {
+		_ = sess.Close()
+		return lang, nil, &APIError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down", RetryAfter: 1}
+	}
+	added = true
+	return lang, &SessionCreated{ID: id, Language: lang, IdleTimeoutSeconds: s.cfg.SessionIdle.Seconds()}, nil
+}
+
+// RunCell runs code in session id as POST /sessions/{id}/execute does,
+// taking a run slot like a program.
+func (s *Server) RunCell(ctx context.Context, id string, req *CellRequest) (*ExecuteResponse, error) {
+	if !s.limit.enter() {
+		return nil, s.busy()
+	}
+	defer s.limit.leave()
+	lang, resp, e := s.runCell(ctx, id, req)
+	if e != nil {
+		return nil, e
+	}
+	s.metrics.results.WithLabelValues(lang, resp.Status).Inc()
+	return resp, nil
+}
+
+func (s *Server) runCell(ctx context.Context, id string, req *CellRequest) (string, *ExecuteResponse, *APIError) {
+	if req.Code == nil {
+		return "", nil, badField("code", "is required")
+	}
+	var timeout time.Duration
+	if req.TimeoutMs != nil {
+		t, e := s.timeout(nil, req.TimeoutMs)
+		if e != nil {
+			return "", nil, e
+		}
+		timeout = t
+	}
+	e, done, ok := s.sessions.use(id)
+	if !ok {
+		return "", nil, s.sessionNotFound(id)
+	}
+	defer done()
+	release, ae := s.admit(ctx)
+	if ae != nil {
+		return e.language, nil, ae
+	}
+	defer release()
+	e.cell.Lock()
+	defer e.cell.Unlock()
+	res, err := e.sess.Execute(ctx, *req.Code, timeout)
+	if err != nil {
+		return e.language, nil, s.sessionError(ctx, e, err)
+	}
+	resp := Response(e.language, res)
+	return e.language, &resp, nil
+}
+
+// Variable reads a variable of session id as GET
+// /sessions/{id}/variables/{name} does.
+func (s *Server) Variable(ctx context.Context, id, name string) (*VariableResponse, error) {
+	_, v, e := s.variable(ctx, id, name)
+	if e != nil {
+		return nil, e
+	}
+	return v, nil
+}
+
+func (s *Server) variable(ctx context.Context, id, name string) (string, *VariableResponse, *APIError) {
+	e, done, ok := s.sessions.use(id)
+	if !ok {
+		return "", nil, s.sessionNotFound(id)
+	}
+	defer done()
+	e.cell.Lock()
+	defer e.cell.Unlock()
+	v, found, err := e.sess.Variable(ctx, name)
+	if err != nil {
+		if ctx.Err() != nil {
+			return e.language, nil, s.runError(ctx, e.language, err)
+		}
+		// The runtime could not read it (say, not a valid name). The
+		// session stays: if it is gone, its next cell says so.
+		return e.language, nil, apiErr(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("reading %q: %v", name, err))
+	}
+	if !found {
+		return e.language, nil, apiErr(http.StatusNotFound, CodeVariableNotFound, fmt.Sprintf("session %s has no variable %q", id, name))
+	}
+	return e.language, &VariableResponse{Name: name, Value: v}, nil
+}
+
+// CloseSession ends session id as DELETE /sessions/{id} does: a running
+// cell is interrupted and the interpreter exits in the background.
+func (s *Server) CloseSession(id string) error {
+	if _, e := s.closeSession(id); e != nil {
+		return e
+	}
+	return nil
+}
+
+func (s *Server) closeSession(id string) (string, *APIError) {
+	e := s.sessions.remove(id)
+	if e == nil {
+		return "", s.sessionNotFound(id)
+	}
+	// Interrupt a running cell, then close in the background: the client
+	// has its answer, and Close waits for the interpreter to exit.
+	_ = e.sess.Cancel()
+	s.closeLater(e)
+	return e.language, nil
+}
+
+// RuntimeInfo describes one enabled runtime.
+type RuntimeInfo struct {
+	// Name is what a request's language names (python, golang, node, shell).
+	Name string `json:"name" jsonschema:"the value to pass as language"`
+	// Default is true for the runtime used when no language is given.
+	Default        bool   `json:"default" jsonschema:"true for the runtime used when language is omitted"`
+	Available      bool   `json:"available" jsonschema:"whether the runtime answers now"`
+	Error          string `json:"error,omitempty" jsonschema:"why the runtime is not available"`
+	RuntimeVersion string `json:"runtime_version,omitempty" jsonschema:"the interpreter or toolchain version, e.g. Python 3.11.7"`
+	PluginVersion  string `json:"plugin_version,omitempty" jsonschema:"the version of rlm's plugin for it"`
+	FileExtension  string `json:"file_extension,omitempty" jsonschema:"the extension code is saved with"`
+	Backend        string `json:"backend,omitempty" jsonschema:"what runs it: native, daemon or pyodide"`
+	// Isolation is the sandbox programs run under; SessionIsolation that
+	// of REPL sessions.
+	Isolation        string   `json:"isolation" jsonschema:"the sandbox level of programs (none, process, namespace, wasm)"`
+	SessionIsolation string   `json:"session_isolation" jsonschema:"the sandbox level of sessions"`
+	Capabilities     []string `json:"capabilities" jsonschema:"features of the runtime; repl means it supports sessions"`
+}
+
+// Runtimes describes the enabled runtimes, default first, launching a
+// plugin that is not running (as GET /health does).
+func (s *Server) Runtimes(ctx context.Context) []RuntimeInfo {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out := make([]RuntimeInfo, 0, len(s.cfg.Modes))
+	for i, m := range s.cfg.Modes {
+		ri := RuntimeInfo{Name: m, Default: i == 0, Isolation: s.cfg.Limits.Isolation,
+			SessionIsolation: s.sessionLimits().Isolation, Capabilities: []string{}}
+		err := s.slots[m].ping(ctx)
+		ri.Available = err == nil
+		if err != nil {
+			ri.Error = err.Error()
+		}
+		if info := s.slots[m].current(); info != nil {
+			ri.RuntimeVersion, ri.PluginVersion = info.GetRuntimeVersion(), info.GetPluginVersion()
+			ri.FileExtension, ri.Backend = info.GetFileExtension(), info.GetBackend()
+			ri.Capabilities = append(ri.Capabilities, info.GetCapabilities()...)
+		}
+		out = append(out, ri)
+	}
+	return out
+}
+
+// Handle mounts h at path (exactly that path) behind the server's token,
+// body limit, request log and metrics; `rlm serve` mounts MCP at /mcp this
+// way. Call it before serving.
+func (s *Server) Handle(path string, h http.Handler) {
+	if s.mounts == nil {
+		s.mounts = map[string]http.Handler{}
+	}
+	s.mounts[path] = h
+}
+
+// BodyLimit is the largest request body in bytes (Config.BodyLimit).
+func (s *Server) BodyLimit() int64 { return s.cfg.BodyLimit }
