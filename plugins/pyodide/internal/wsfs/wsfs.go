@@ -91,12 +91,34 @@ func (f *FS) Close() error {
 func (f *FS) String() string { return f.dir }
 
 // clean turns a guest path, relative to the mount, into a relative host path.
+// It drops a trailing slash; callers that must honour one (only a directory
+// may be named with it) check dirSlash first.
 func clean(p string) string {
 	p = path.Clean("/" + p)
 	if p == "/" {
 		return "."
 	}
 	return strings.TrimPrefix(p, "/")
+}
+
+// dirSlash reports whether p ends in a slash that is not the whole path: POSIX
+// then requires it to name a directory ("file.txt/" is ENOTDIR, and creating
+// "new/" with open is EISDIR), which path.Clean would silently forget.
+func dirSlash(p string) bool {
+	return strings.HasSuffix(p, "/") && clean(p) != "."
+}
+
+// mustBeDir is the check a trailing slash demands of an existing path: 0 for
+// a directory, ENOTDIR for anything else, or the error of looking it up.
+func (f *FS) mustBeDir(p string) experimentalsys.Errno {
+	st, errno := f.Stat(p)
+	if errno != 0 {
+		return errno
+	}
+	if !st.Mode.IsDir() {
+		return experimentalsys.ENOTDIR
+	}
+	return 0
 }
 
 // errno converts an error, reporting refusals. ELOOP (a symbolic link on the
@@ -183,8 +205,23 @@ func toOpenFlags(oflag experimentalsys.Oflag) int {
 
 // OpenFile implements experimentalsys.FS.
 func (f *FS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
+	slash := dirSlash(p)
 	p = clean(p)
-	fd, err := f.openat2(p, toOpenFlags(flag), uint32(perm.Perm()))
+	fl := toOpenFlags(flag)
+	if slash {
+		if flag&experimentalsys.O_CREAT != 0 {
+			// Linux: open("x/", O_CREAT) is EISDIR whether or not x exists,
+			// unless x exists and is not a directory (ENOTDIR).
+			if errno := f.mustBeDir(p); errno == experimentalsys.ENOTDIR {
+				return nil, errno
+			} else if errno != 0 && errno != experimentalsys.ENOENT {
+				return nil, errno
+			}
+			return nil, experimentalsys.EISDIR
+		}
+		fl |= unix.O_DIRECTORY // the kernel then answers ENOTDIR or EISDIR
+	}
+	fd, err := f.openat2(p, fl, uint32(perm.Perm()))
 	if err != nil {
 		if err == unix.EISDIR || err == unix.ENXIO {
 			return nil, experimentalsys.UnwrapOSError(err)
@@ -197,6 +234,11 @@ func (f *FS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (e
 // Lstat implements experimentalsys.FS. The last element may be a link: its
 // own metadata is returned, as lstat does.
 func (f *FS) Lstat(p string) (sys.Stat_t, experimentalsys.Errno) {
+	if dirSlash(p) {
+		// A trailing slash makes lstat follow a final link, which this FS
+		// refuses; Stat does exactly that and checks the type.
+		return f.Stat(p)
+	}
 	p = clean(p)
 	if p == "." {
 		return f.Stat(p)
@@ -216,8 +258,12 @@ func (f *FS) Lstat(p string) (sys.Stat_t, experimentalsys.Errno) {
 // Stat implements experimentalsys.FS. A path that is or goes through a link is
 // refused rather than followed.
 func (f *FS) Stat(p string) (sys.Stat_t, experimentalsys.Errno) {
+	fl := unix.O_PATH
+	if dirSlash(p) {
+		fl |= unix.O_DIRECTORY
+	}
 	p = clean(p)
-	fd, err := f.openat2(p, unix.O_PATH, 0)
+	fd, err := f.openat2(p, fl, 0)
 	if err != nil {
 		return sys.Stat_t{}, f.errno("stat", p, err)
 	}
@@ -250,6 +296,11 @@ func (f *FS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
 // Chmod implements experimentalsys.FS. The file is opened beneath the root
 // without following links and changed through its descriptor.
 func (f *FS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
+	if dirSlash(p) {
+		if errno := f.mustBeDir(p); errno != 0 {
+			return errno
+		}
+	}
 	p = clean(p)
 	fd, err := f.openat2(p, unix.O_PATH, 0)
 	if err != nil {
@@ -263,6 +314,15 @@ func (f *FS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
 
 // Rename implements experimentalsys.FS. A link may be renamed; it is not followed.
 func (f *FS) Rename(from, to string) experimentalsys.Errno {
+	if dirSlash(from) || dirSlash(to) {
+		// A trailing slash on either name means the source must be a
+		// directory (the target, if any, then must be one too: renameat says so).
+		if st, errno := f.Lstat(clean(from)); errno != 0 {
+			return errno
+		} else if !st.Mode.IsDir() {
+			return experimentalsys.ENOTDIR
+		}
+	}
 	from, to = clean(from), clean(to)
 	ffd, fbase, err := f.parent(from)
 	if err != nil {
@@ -296,6 +356,13 @@ func (f *FS) Rmdir(p string) experimentalsys.Errno {
 
 // Unlink implements experimentalsys.FS. Removing a link removes the link only.
 func (f *FS) Unlink(p string) experimentalsys.Errno {
+	if dirSlash(p) {
+		// unlink("x/"): EISDIR for a directory, ENOTDIR for anything else.
+		if errno := f.mustBeDir(p); errno != 0 {
+			return errno
+		}
+		return experimentalsys.EISDIR
+	}
 	p = clean(p)
 	dfd, base, err := f.parent(p)
 	if err != nil {
@@ -326,6 +393,13 @@ func (f *FS) Symlink(oldPath, linkName string) experimentalsys.Errno {
 // Readlink implements experimentalsys.FS. It returns the link's text, which is
 // harmless: following it is what is refused.
 func (f *FS) Readlink(p string) (string, experimentalsys.Errno) {
+	if dirSlash(p) {
+		// "l/" names what the link points to, which is never followed here.
+		if errno := f.mustBeDir(p); errno != 0 {
+			return "", errno
+		}
+		return "", experimentalsys.EINVAL
+	}
 	p = clean(p)
 	dfd, base, err := f.parent(p)
 	if err != nil {
@@ -342,6 +416,11 @@ func (f *FS) Readlink(p string) (string, experimentalsys.Errno) {
 
 // Utimens implements experimentalsys.FS without following a final link.
 func (f *FS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
+	if dirSlash(p) {
+		if errno := f.mustBeDir(p); errno != 0 {
+			return errno
+		}
+	}
 	p = clean(p)
 	dfd, base, err := f.parent(p)
 	if err != nil {

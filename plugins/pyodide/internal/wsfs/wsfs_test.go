@@ -136,3 +136,62 @@ func TestDenied(t *testing.T) {
 		t.Errorf("denied events: %v", *denied)
 	}
 }
+
+// A trailing slash demands a directory, as on Linux: path.Clean used to drop
+// it, so "new/" was created as a file and "ok.txt/" opened.
+func TestTrailingSlash(t *testing.T) {
+	f, dir, _ := setup(t)
+	create := experimentalsys.O_WRONLY | experimentalsys.O_CREAT | experimentalsys.O_TRUNC
+	if _, e := f.OpenFile("sub/new/", create, 0o644); e != experimentalsys.EISDIR {
+		t.Errorf("create sub/new/ = %v, want EISDIR", e)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "sub", "new")); err == nil {
+		t.Error("sub/new was created")
+	}
+	if _, e := f.OpenFile("ok.txt/", create, 0o644); e != experimentalsys.ENOTDIR {
+		t.Errorf("create ok.txt/ = %v, want ENOTDIR", e)
+	}
+	if _, e := read(t, f, "ok.txt/"); e != experimentalsys.ENOTDIR {
+		t.Errorf("read ok.txt/ = %v, want ENOTDIR", e)
+	}
+	if _, e := f.Stat("ok.txt/"); e != experimentalsys.ENOTDIR {
+		t.Errorf("stat ok.txt/ = %v, want ENOTDIR", e)
+	}
+	if _, e := f.Lstat("ok.txt/"); e != experimentalsys.ENOTDIR {
+		t.Errorf("lstat ok.txt/ = %v, want ENOTDIR", e)
+	}
+	if e := f.Unlink("ok.txt/"); e != experimentalsys.ENOTDIR {
+		t.Errorf("unlink ok.txt/ = %v, want ENOTDIR", e)
+	}
+	if e := f.Rename("ok.txt/", "moved"); e != experimentalsys.ENOTDIR {
+		t.Errorf("rename ok.txt/ = %v, want ENOTDIR", e)
+	}
+	if e := f.Utimens("ok.txt/", 0, 0); e != experimentalsys.ENOTDIR {
+		t.Errorf("utimens ok.txt/ = %v, want ENOTDIR", e)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "ok.txt")); err != nil || string(b) != "fine" {
+		t.Errorf("ok.txt changed: %q, %v", b, err)
+	}
+	// Positive controls: directories with a slash work.
+	if st, e := f.Stat("sub/"); e != 0 || !st.Mode.IsDir() {
+		t.Errorf("stat sub/ = %v, %v", st.Mode, e)
+	}
+	d, e := f.OpenFile("sub/", experimentalsys.O_RDONLY, 0)
+	if e != 0 {
+		t.Fatalf("open sub/ = %v", e)
+	}
+	d.Close()
+	if e := f.Mkdir("made/", 0o755); e != 0 {
+		t.Errorf("mkdir made/ = %v", e)
+	}
+	if e := f.Rename("made/", "made2/"); e != 0 {
+		t.Errorf("rename made/ made2/ = %v", e)
+	}
+	if e := f.Rmdir("made2/"); e != 0 {
+		t.Errorf("rmdir made2/ = %v", e)
+	}
+	// "inner" is a link to a directory: a slash would follow it, so refuse.
+	if _, e := f.Stat("inner/"); e != experimentalsys.EPERM {
+		t.Errorf("stat inner/ = %v, want EPERM", e)
+	}
+}
