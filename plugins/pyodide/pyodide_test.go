@@ -523,3 +523,83 @@ func TestStdlibImports(t *testing.T) {
 		t.Fatal("stdlib imports failed")
 	}
 }
+
+// Outside the mounts there is a read-only root: absent paths are "not
+// found" (not PermissionError), / and /dev exist, and the usual devices work.
+func TestVirtualRoot(t *testing.T) {
+	code := `import os, pathlib
+print(pathlib.Path('/x').exists(), os.path.exists('/etc/passwd'), os.path.isdir('/'))
+print(sorted(os.listdir('/')), sorted(os.listdir('/dev')))
+try:
+    open('/etc/passwd')
+except FileNotFoundError:
+    print('FileNotFoundError')
+with open(os.devnull, 'w') as f:
+    print(f.write('discarded'))
+with open('/dev/null', 'rb') as f:
+    print(f.read())
+with open('/dev/urandom', 'rb') as f:
+    a, b = f.read(16), f.read(16)
+print(len(a), len(b), a != b)
+with open('/dev/zero', 'rb') as f:
+    print(f.read(3))
+for op in (lambda: os.mkdir('/newdir'), lambda: open('/new.txt', 'w')):
+    try:
+        op()
+    except OSError as e:
+        print(type(e).__name__, e.strerror)
+`
+	res := run(t, RunSpec{Code: code})
+	want := `False False True
+['app', 'dev', 'sandbox', 'usr'] ['null', 'random', 'urandom', 'zero']
+FileNotFoundError
+9
+b''
+16 16 True
+b'\x00\x00\x00'
+OSError Read-only file system
+OSError Read-only file system
+`
+	if !res.Success || string(res.Stdout) != want {
+		dump(t, res)
+		t.Fatalf("stdout = %q, want %q", res.Stdout, want)
+	}
+}
+
+// A trailing slash names a directory: creating "new/" with open or opening
+// "file.txt/" fails as on Linux instead of creating or opening a file.
+func TestWorkspaceTrailingSlash(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "file.txt"), []byte("x"), 0o644)
+	os.Mkdir(filepath.Join(ws, "dir"), 0o755)
+	code := `import os
+def attempt(what, f):
+    try:
+        f()
+        print(what, 'ok')
+    except OSError as e:
+        print(what, type(e).__name__)
+attempt('create dir/new/', lambda: open('dir/new/', 'w'))
+attempt('read file.txt/', lambda: open('file.txt/').read())
+attempt('stat file.txt/', lambda: os.stat('file.txt/'))
+attempt('unlink file.txt/', lambda: os.unlink('file.txt/'))
+attempt('stat dir/', lambda: os.stat('dir/'))
+attempt('mkdir made/', lambda: os.mkdir('made/'))
+attempt('listdir dir/', lambda: os.listdir('dir/'))
+print(sorted(os.listdir('.')), os.listdir('dir'))
+`
+	res := run(t, RunSpec{Code: code, Workspace: ws})
+	want := `create dir/new/ IsADirectoryError
+read file.txt/ NotADirectoryError
+stat file.txt/ NotADirectoryError
+unlink file.txt/ NotADirectoryError
+stat dir/ ok
+mkdir made/ ok
+listdir dir/ ok
+['dir', 'file.txt', 'made'] []
+`
+	if !res.Success || string(res.Stdout) != want {
+		dump(t, res)
+		t.Fatalf("stdout = %q, want %q", res.Stdout, want)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/fuel"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/memalloc"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/memfs"
+	"github.com/rlmkit/rlm/plugins/pyodide/internal/rootfs"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/wsfs"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -254,7 +255,14 @@ func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 	}
 	defer cancel()
 
-	fsc := wazero.NewFSConfig().
+	// "/" is a read-only skeleton with /dev: paths outside the mounts are
+	// then "not found" rather than PermissionError (see internal/rootfs).
+	mounts := []string{guestStdlibDir, "/sandbox"}
+	if e.mount != nil {
+		mounts = append(mounts, GuestWorkspace)
+	}
+	fsc := wazero.NewFSConfig().(sysfs.FSConfig).
+		WithSysFSMount(rootfs.New(mounts...), "/").
 		WithFSMount(r.stdlib, guestStdlibDir).
 		WithFSMount(memfs.FS{"user_code.py": e.code}, "/sandbox")
 	if e.mount != nil {

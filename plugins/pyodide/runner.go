@@ -13,6 +13,8 @@
 //     system that refuses symbolic links and any path leaving the directory;
 //   - its code read-only at /sandbox/user_code.py, outside the workspace;
 //   - the standard library read-only at /usr/local/lib/python311.zip;
+//   - /dev/null, /dev/zero, /dev/random and /dev/urandom, and a read-only "/"
+//     holding the mount points, where any other path is "not found";
 //   - nothing else: no network, no processes, no threads, no other files.
 //
 // Limits: memory by a per-run cap on linear memory (a clean MemoryError),

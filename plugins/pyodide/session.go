@@ -19,6 +19,7 @@ import (
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/fuel"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/memalloc"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/memfs"
+	"github.com/rlmkit/rlm/plugins/pyodide/internal/rootfs"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/wsfs"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -169,7 +170,8 @@ func (s *Session) start(ctx context.Context) error {
 	if s.spec.Context != nil {
 		files["context"] = s.spec.Context
 	}
-	fsc := wazero.NewFSConfig().
+	fsc := wazero.NewFSConfig().(sysfs.FSConfig).
+		WithSysFSMount(rootfs.New(guestStdlibDir, "/rlm/ctx", "/rlm/io", GuestWorkspace), "/").
 		WithFSMount(r.stdlib, guestStdlibDir).
 		WithFSMount(files, "/rlm/ctx").(sysfs.FSConfig).
 		WithSysFSMount(inst.ch, "/rlm/io").(sysfs.FSConfig).
