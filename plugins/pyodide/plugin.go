@@ -83,7 +83,7 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	res, err := rn.Run(ctx, RunSpec{
 		Code: string(req.GetCode()), Workspace: dir, Args: pb.Strings(req.GetArgs()), Env: pb.EnvStrings(req.GetEnv()), Stdin: req.GetStdin(),
 		Fuel: l.GetFuel(), Timeout: time.Duration(l.GetWallMs()) * time.Millisecond,
-		MemoryBytes: uint64(l.GetMemoryBytes()), MaxOutputBytes: int(l.GetMaxOutputBytes()),
+		MemoryBytes: memoryLimit(l.GetMemoryBytes()), MaxOutputBytes: int(l.GetMaxOutputBytes()),
 	})
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -121,7 +121,7 @@ func (s *Server) Session(stream pb.Runtime_SessionServer) error {
 	if err != nil {
 		return plugin.SendFatal(stream, err.Error())
 	}
-	spec := SessionSpec{Env: pb.EnvStrings(open.GetEnv()), MemoryBytes: uint64(max(0, open.GetLimits().GetMemoryBytes()))}
+	spec := SessionSpec{Env: pb.EnvStrings(open.GetEnv()), MemoryBytes: memoryLimit(open.GetLimits().GetMemoryBytes())}
 	if c := open.GetContext(); c != nil {
 		switch c.GetKind() {
 		case "", "text":
@@ -199,6 +199,16 @@ func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResp
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &pb.CheckResponse{Ok: ok, Message: msg}, nil
+}
+
+// memoryLimit translates the protocol's memory limit, where 0 means none
+// (--memory 0, as for every other backend), into a RunSpec's, where 0 means
+// DefaultMemoryBytes: no limit is the most a wasm32 guest can address.
+func memoryLimit(n int64) uint64 {
+	if n <= 0 {
+		return MaxMemoryBytes
+	}
+	return uint64(n)
 }
 
 var endedBy = map[EndReason]pb.EndedBy{

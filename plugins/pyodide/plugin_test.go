@@ -180,3 +180,28 @@ func TestPluginSessionBadContext(t *testing.T) {
 		t.Fatalf("a bad JSON context: err = %v", err)
 	}
 }
+
+// --memory 0 means no limit for every backend (the protocol's 0); the
+// pyodide plugin used to read it as its 256 MiB default. A 300 MiB
+// bytearray fits only without that default, and a 64 MiB cap still holds.
+func TestPluginMemoryZeroIsNoLimit(t *testing.T) {
+	rt := launch(t)
+	code := "b = bytearray(300 << 20)\nprint(len(b) >> 20)"
+	r, err := rt.Run(context.Background(), core.Program{Code: code, Limits: core.Limits{MemoryBytes: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.EndedBy != "exit" || r.ExitCode != 0 || r.Stdout != "300\n" {
+		t.Fatalf("memory 0: %+v", r)
+	}
+	if r.MemoryUsedBytes <= 256<<20 {
+		t.Errorf("memory_used_bytes = %d, want above 256 MiB", r.MemoryUsedBytes)
+	}
+	r, err = rt.Run(context.Background(), core.Program{Code: code, Limits: core.Limits{MemoryBytes: 64 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.EndedBy != "memory_limit" {
+		t.Fatalf("memory 64 MiB: %+v", r)
+	}
+}
