@@ -20,6 +20,7 @@ build:
 demo: build examples
 	$(BIN)/rlm exec -r python -c 'import sys; print("hello from", sys.version.split()[0])'
 	$(BIN)/rlm run examples/needle/task.toml --provider replay
+	@$(MAKE) --no-print-directory wasm-demo
 
 # The examples' inputs are generated, not committed (3 MB of haystack).
 examples: examples/needle/haystack.txt examples/aggregate/items.txt
