@@ -295,6 +295,9 @@ func run(ctx context.Context, o *Options) error {
 		return cmdutil.Usage(err)
 	}
 	llm.SetPrices(cfg.Pricing)
+	if err := checkPriced(p); err != nil {
+		return cmdutil.Usage(err)
+	}
 	if o.Verbose {
 		p.llmOpts.Logger = slog.New(slog.NewTextHandler(o.F.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
@@ -374,6 +377,27 @@ func run(ctx context.Context, o *Options) error {
 		return nil
 	}
 	return &cmdutil.ExitError{Code: exitCode(ctx, runErr), Err: runErr}
+}
+
+// selfPricing are the providers that report each call's cost themselves,
+// so that --max-cost holds whatever the model.
+var selfPricing = map[string]bool{"claude-code": true, "replay": true}
+
+// checkPriced refuses --max-cost for a model without a known price: the
+// cap could not be enforced, and a warning alone is easy to miss.
+func checkPriced(p *plan) error {
+	if p.budget.MaxCostUSD <= 0 || selfPricing[p.provider] {
+		return nil
+	}
+	for _, m := range []string{p.model, p.subcallModel} {
+		if m == "" {
+			continue
+		}
+		if _, ok := llm.LookupPrice(m); !ok {
+			return fmt.Errorf("--max-cost cannot be enforced: rlm knows no price for model %q; give one in rlm.toml ([pricing.\"%s\"] input_per_mtok = ..., output_per_mtok = ...) or drop --max-cost", m, m)
+		}
+	}
+	return nil
 }
 
 func exitCode(ctx context.Context, err error) int {
