@@ -90,7 +90,8 @@ The answer goes to stdout; progress to stderr when it is a terminal.
 Exit status:
   0    an answer was found
   2    usage or configuration error
-  3    a budget (tokens, cost, time) ran out before an answer
+  3    a budget (tokens, cost, time) ran out before an answer, or the
+       iterations ran out and the forced answer had no FINAL
   4    the model provider failed (after retries)
   5    the sandbox (REPL) failed
   130  interrupted`,
@@ -353,11 +354,12 @@ func run(ctx context.Context, o *Options) error {
 	}
 	if o.Format == "json" {
 		out := struct {
-			Answer string       `json:"answer"`
-			Source string       `json:"answer_source"`
-			Usage  engine.Usage `json:"usage"`
-			Error  string       `json:"error,omitempty"`
-		}{res.Answer, res.Source, res.Usage, ""}
+			Answer  string       `json:"answer"`
+			Source  string       `json:"answer_source"`
+			NoFinal bool         `json:"no_final,omitempty"`
+			Usage   engine.Usage `json:"usage"`
+			Error   string       `json:"error,omitempty"`
+		}{res.Answer, res.Source, res.NoFinal, res.Usage, ""}
 		if runErr != nil {
 			out.Error = runErr.Error()
 		}
@@ -372,6 +374,12 @@ func run(ctx context.Context, o *Options) error {
 			ans += "\n"
 		}
 		io.WriteString(o.F.IO.Out, ans)
+	}
+	if runErr == nil && res.NoFinal {
+		// The reply is printed (it may hold the answer), but a script must
+		// not take it for one.
+		fmt.Fprintln(o.F.IO.ErrOut, "rlm: the turns ran out and the model's forced answer has no FINAL(...): the output above is its whole last reply, not a marked answer")
+		return cmdutil.Exit(ExitBudget)
 	}
 	if runErr == nil {
 		return nil
