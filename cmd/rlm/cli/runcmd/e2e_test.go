@@ -293,3 +293,13 @@ func TestForcedAnswerWithoutFinal(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %s", code, stdout, stderr)
 	}
 }
+
+// TestCompletion: shell completion offers the providers and backends.
+func TestCompletion(t *testing.T) {
+	for flag, want := range map[string]string{"--provider": "openai", "-b": "pyodide"} {
+		stdout, stderr, code := cli(t, "", "__complete", "run", flag, "")
+		if code != 0 || !strings.Contains("\n"+stdout, "\n"+want+"\n") {
+			t.Errorf("completing %s: exit %d, stdout %q, stderr %s", flag, code, stdout, stderr)
+		}
+	}
+}

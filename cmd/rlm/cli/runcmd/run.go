@@ -140,6 +140,8 @@ Exit status:
 	fl.StringVar(&o.Transcript, "transcript", "", "trace or transcript the replay provider answers from")
 	fl.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress on stderr")
 	fl.BoolVarP(&o.Verbose, "verbose", "v", false, "one line on stderr per event (model call, code block, sub-call)")
+	cmdutil.CompleteValues(cmd, "provider", llm.Providers()...)
+	cmdutil.CompleteValues(cmd, "backend", backend.Valid...)
 	return cmd
 }
 
