@@ -42,7 +42,8 @@ func LaunchWithin(path string, start time.Duration) (*Plugin, error) {
 	// The plugin's socket goes in a directory this process owns and
 	// removes, so a plugin killed with SIGKILL (the fast path, and the only
 	// one when it hangs) leaves no socket file behind in /tmp.
-	sockDir, err := os.MkdirTemp("", "rlm-plugin-")
+	sweepOnce.Do(sweepStaleDirs)
+	sockDir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", sockDirPrefix, os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", path, err)
 	}
