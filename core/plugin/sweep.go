@@ -34,8 +34,8 @@ func sweepStaleDirs() {
 	}
 }
 
-// alive reports whether process pid exists (a process of another user
-// counts: signalling it is refused, not unknown).
+// alive reports whether process pid exists and is not a zombie (a process
+// of another user counts: signalling it is refused, not unknown).
 func alive(pid int) bool {
 	p, err := os.FindProcess(pid)
 	if err != nil {
@@ -45,5 +45,15 @@ func alive(pid int) bool {
 		return true
 	}
 	err = p.Signal(syscall.Signal(0))
-	return err == nil || errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EPERM)
+	if err != nil {
+		return errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EPERM)
+	}
+	// A zombie answers signal 0 but is dead; where PID 1 never reaps (some
+	// containers), a killed daemon stays one for good.
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
+			return false
+		}
+	}
+	return true
 }
