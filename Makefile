@@ -10,7 +10,7 @@ PLUGINS := $(wildcard plugins/*/cmd/rlm-plugin-*)
 
 include plugins/pyodide/wasm/Makefile.inc
 
-.PHONY: all build demo examples test test-short lint proto bench docs-screenshot clean
+.PHONY: all build demo examples setup test test-short lint proto bench docs-screenshot clean
 
 all: build
 
@@ -18,6 +18,7 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/rlm $(addprefix ./,$(PLUGINS))
 
 demo: build examples
+	@test -f plugins/pyodide/wasm/assets/python.wasm || echo "note: the WebAssembly backend (-b pyodide) is not built; 'make wasm' builds it (~10 minutes, cached after), 'make test' does too"
 	$(BIN)/rlm exec -r python -c 'import sys; print("hello from", sys.version.split()[0])'
 	$(BIN)/rlm run examples/needle/task.toml --provider replay
 	@$(MAKE) --no-print-directory wasm-demo
@@ -28,8 +29,15 @@ examples: examples/needle/haystack.txt examples/aggregate/items.txt
 examples/needle/haystack.txt examples/aggregate/items.txt: examples/gen/gen.go
 	$(GO) run ./examples/gen/cmd/rlm-gen-examples examples
 
-# The whole suite: unit tests, plugin RPC tests and testscripts.
-test: build lint
+# What the tests need (runtimes, bubblewrap, staticcheck, CPython for WASI),
+# installed when missing; silent when everything is there.
+setup:
+	@bash .ci/setup
+
+# The whole suite: unit tests, plugin RPC tests and testscripts. It sets up
+# first, so on a fresh Debian machine with only Go this is the one command.
+test: setup
+	$(MAKE) build lint
 	$(GO) test -count=1 -timeout 30m ./...
 
 test-short:

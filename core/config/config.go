@@ -416,6 +416,13 @@ func (c Config) TOML() (string, error) {
 			if p.APIKey != "" {
 				p.APIKey = "(set)"
 			}
+			// The effective values, not the 0 that means "the default".
+			if p.Timeout == 0 {
+				p.Timeout = Duration(llm.DefaultTimeout)
+			}
+			if p.MaxRetries == 0 {
+				p.MaxRetries = llm.DefaultMaxRetries
+			}
 			ps[k] = p
 		}
 		c.Providers = ps

@@ -89,7 +89,11 @@ type Result struct {
 	// Source is how the answer was given: final, final_var or forced.
 	// Empty when the run ended without an answer.
 	Source string `json:"answer_source"`
-	Usage  Usage  `json:"usage"`
+	// NoFinal: the forced answer had no FINAL or FINAL_VAR, so Answer is
+	// the model's whole last reply, which may be no answer at all; the CLI
+	// says so and exits non-zero.
+	NoFinal bool  `json:"no_final,omitempty"`
+	Usage   Usage `json:"usage"`
 }
 
 // Errors a run can end with besides [ErrBudgetExhausted]; errors.Is tells
@@ -182,7 +186,7 @@ func (e *Engine) Run(ctx context.Context, task string, c *core.Context) (*Result
 	err = r.explain(err)
 	out := &Result{Usage: r.meter.snapshot()}
 	if res != nil && err == nil {
-		out.Answer, out.Source = res.Answer, res.Source
+		out.Answer, out.Source, out.NoFinal = res.Answer, res.Source, res.NoFinal
 	}
 	end := Event{Type: EventRunEnd, Answer: out.Answer, Source: out.Source, Totals: &out.Usage}
 	if err != nil {
@@ -210,6 +214,7 @@ func (r *run) explain(err error) error {
 // loopResult is one loop's answer.
 type loopResult struct {
 	Answer, Source string
+	NoFinal        bool // forced, and the reply had no FINAL
 }
 
 // node is one loop: its place in the tree and its session.
@@ -469,7 +474,8 @@ func (n *node) forced(msgs []llm.Message, why string) (*loopResult, error) {
 		return nil, err
 	}
 	answer := strings.TrimSpace(resp.Text)
-	if f := ParseReply(resp.Text).Final; f != nil {
+	f := ParseReply(resp.Text).Final
+	if f != nil {
 		answer = f.Value
 		if f.Var {
 			val, found, err := n.variable(f.Value)
@@ -481,7 +487,9 @@ func (n *node) forced(msgs []llm.Message, why string) (*loopResult, error) {
 			}
 		}
 	}
-	return n.finish(0, answer, SourceForced), nil
+	res := n.finish(0, answer, SourceForced)
+	res.NoFinal = f == nil
+	return res, nil
 }
 
 func (r *run) call(n *node, caller string, msgs []llm.Message) (llm.Response, error) {

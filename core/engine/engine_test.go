@@ -188,7 +188,7 @@ func TestForcedAnswerWithoutDirectiveIsTheWholeReply(t *testing.T) {
 	})
 	h.opts.Budget.MaxIterations = 1
 	res, err := h.run("t", "c")
-	if err != nil || res.Answer != "It is probably 7." || res.Source != SourceForced {
+	if err != nil || res.Answer != "It is probably 7." || res.Source != SourceForced || !res.NoFinal {
 		t.Fatalf("%+v %v", res, err)
 	}
 }
@@ -202,7 +202,7 @@ func TestConsecutiveErrorsForceAnAnswer(t *testing.T) {
 	})
 	h.opts.Budget.MaxErrors = 2
 	res, err := h.run("t", "c")
-	if err != nil || res.Answer != "gave up" || res.Source != SourceForced || res.Usage.Iterations != 2 {
+	if err != nil || res.Answer != "gave up" || res.Source != SourceForced || res.NoFinal || res.Usage.Iterations != 2 {
 		t.Fatalf("%+v %v", res, err)
 	}
 	// The failures were shown to the model.

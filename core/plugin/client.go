@@ -34,11 +34,16 @@ type Plugin struct {
 // The plugin runs in its own process group and is told by the kernel to die
 // with this process (Pdeathsig), so neither a crash of the host nor a plugin
 // that ignores the graceful shutdown leaves it running (go-plugin #136, #167).
-func Launch(path string) (*Plugin, error) {
+func Launch(path string) (*Plugin, error) { return LaunchWithin(path, 20*time.Second) }
+
+// LaunchWithin is Launch with a bound on the handshake: a caller that only
+// fingerprints plugins (`rlm plugins`) gives up on a hanging one sooner.
+func LaunchWithin(path string, start time.Duration) (*Plugin, error) {
 	// The plugin's socket goes in a directory this process owns and
 	// removes, so a plugin killed with SIGKILL (the fast path, and the only
 	// one when it hangs) leaves no socket file behind in /tmp.
-	sockDir, err := os.MkdirTemp("", "rlm-plugin-")
+	sweepOnce.Do(sweepStaleDirs)
+	sockDir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", sockDirPrefix, os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", path, err)
 	}
@@ -69,12 +74,15 @@ func Launch(path string) (*Plugin, error) {
 		Logger:           hostLogger(),
 		Stderr:           tail,
 		GRPCDialOptions:  DialOptions(),
-		StartTimeout:     20 * time.Second,
+		StartTimeout:     start,
 	})
 	p := &Plugin{Path: path, gp: gp, cmd: cmd, stderr: tail, sockDir: sockDir}
 	rpc, err := gp.Client()
 	if err != nil {
 		p.Kill()
+		if strings.Contains(strings.ToLower(err.Error()), "timeout while waiting for plugin to start") {
+			return nil, fmt.Errorf("plugin %s: did not complete its handshake within %s", path, start)
+		}
 		return nil, p.startError(err)
 	}
 	raw, err := rpc.Dispense(pluginKey)

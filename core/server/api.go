@@ -146,8 +146,8 @@ func (s *Server) runCell(ctx context.Context, id string, req *CellRequest) (stri
 		return "", nil, badField("code", "is required")
 	}
 	var timeout time.Duration
-	if req.TimeoutMs != nil {
-		t, e := s.timeout(nil, req.TimeoutMs)
+	if req.TimeoutSeconds != nil || req.TimeoutMs != nil {
+		t, e := s.timeout(req.TimeoutSeconds, req.TimeoutMs)
 		if e != nil {
 			return "", nil, e
 		}

@@ -301,7 +301,13 @@ func (s *Server) route(r *http.Request) (string, http.HandlerFunc) {
 			h.ServeHTTP(w, r)
 		}
 	case p == "/sessions":
-		return allow("/sessions", "POST", s.handleSessionCreate)
+		return allow("/sessions", "GET,POST", func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				s.handleSessionCreate(w, r)
+				return
+			}
+			s.handleSessionList(w, r)
+		})
 	case len(parts) == 2 && parts[0] == "sessions" && parts[1] != "":
 		return allow("/sessions/{id}", "DELETE", func(w http.ResponseWriter, r *http.Request) {
 			s.handleSessionDelete(w, r, parts[1])

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sort"
 	"sync"
 	"time"
 
@@ -185,8 +186,47 @@ type SessionCreated struct {
 
 // CellRequest is the body of POST /sessions/{id}/execute.
 type CellRequest struct {
-	Code      *string `json:"code"`
-	TimeoutMs *int64  `json:"timeout_ms,omitempty"`
+	Code *string `json:"code"`
+	// TimeoutSeconds and TimeoutMs are /execute's two spellings; one of
+	// them, or neither for the server's default.
+	TimeoutSeconds *float64 `json:"timeout_seconds,omitempty"`
+	TimeoutMs      *int64   `json:"timeout_ms,omitempty"`
+}
+
+// SessionList answers GET /sessions.
+type SessionList struct {
+	Sessions []SessionInfo `json:"sessions"`
+}
+
+// SessionInfo is one open session in a SessionList.
+type SessionInfo struct {
+	ID          string    `json:"id"`
+	Language    string    `json:"language"`
+	Created     time.Time `json:"created"`
+	IdleSeconds float64   `json:"idle_seconds"`
+	Busy        bool      `json:"busy,omitempty"`
+}
+
+// list is the open sessions, oldest first (reserved ids still opening are
+// not sessions yet).
+func (t *sessionTable) list() []SessionInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := []SessionInfo{}
+	now := time.Now()
+	for _, e := range t.byID {
+		if e == nil {
+			continue
+		}
+		out = append(out, SessionInfo{ID: e.id, Language: e.language, Created: e.created.UTC(),
+			IdleSeconds: now.Sub(e.lastUsed).Seconds(), Busy: e.busy > 0})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out
+}
+
+func (s *Server) handleSessionList(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, SessionList{Sessions: s.sessions.list()})
 }
 
 // VariableResponse answers GET /sessions/{id}/variables/{name}.

@@ -10,18 +10,27 @@ import (
 	"os"
 	"sync"
 
+	"github.com/spf13/cobra"
+
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/backend"
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/plugin"
 )
 
-// Exit codes shared by all commands.
+// Exit codes shared by all commands. Those of 124 and above say what
+// stopped a program that rlm ran, so that they are not mistaken for the
+// program's own status (following timeout(1) and the shell: 124 timed out,
+// 126 cannot run, 127 not found, 128+N signal N).
 const (
-	ExitOK      = 0
-	ExitFailure = 1
-	ExitUsage   = 2
-	ExitTimeout = 124
+	ExitOK          = 0
+	ExitFailure     = 1
+	ExitUsage       = 2
+	ExitTimeout     = 124 // the wall-clock limit ended it
+	ExitFuel        = 125 // it used up its fuel (CPU budget)
+	ExitInstall     = 126 // its requirements could not be installed
+	ExitNoRuntime   = 127 // the runtime is missing or unavailable here
+	ExitInterrupted = 130 // Ctrl-C or SIGTERM stopped rlm
 )
 
 // IOStreams are a command's standard streams; tests swap in buffers.
@@ -29,10 +38,20 @@ type IOStreams struct {
 	In     io.Reader
 	Out    io.Writer
 	ErrOut io.Writer
+	// InPiped says In is a pipe or a file rather than a terminal or
+	// /dev/null: data was given on purpose (`echo x | rlm exec ...`), and a
+	// command may read it without waiting on a person's keyboard.
+	InPiped bool
 }
 
 // System returns the process's own streams.
-func System() *IOStreams { return &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr} }
+func System() *IOStreams {
+	piped := false
+	if st, err := os.Stdin.Stat(); err == nil {
+		piped = st.Mode()&(os.ModeCharDevice|os.ModeDevice) == 0
+	}
+	return &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, InPiped: piped}
+}
 
 // Factory carries global flags and lazily loaded shared state.
 type Factory struct {
@@ -73,13 +92,20 @@ func (f *Factory) SearchPath() plugin.SearchPath {
 // BackendOptions are the options to open runtimes with backend b.
 func (f *Factory) BackendOptions(b string) backend.Options {
 	cfg, _, _ := f.Config()
-	return backend.Options{
+	o := backend.Options{
 		Backend:      b,
 		Plugins:      f.SearchPath(),
 		DaemonSocket: cfg.Daemon.Socket,
 		DaemonDial:   f.DaemonDial,
 		DaemonAlive:  f.DaemonAlive,
 	}
+	// The daemon runs the plugins it found when it started. A client that
+	// names plugin directories of its own (--plugin-dir, RLM_PLUGIN_PATH)
+	// means those: auto bypasses the daemon instead of ignoring them.
+	if len(f.PluginDirs) > 0 || os.Getenv("RLM_PLUGIN_PATH") != "" {
+		o.DaemonAlive = nil
+	}
+	return o
 }
 
 // ExitError carries an exit code with an optional message.
@@ -111,6 +137,14 @@ func Usage(err error) error {
 
 // Usagef is Usage(fmt.Errorf(...)).
 func Usagef(format string, args ...any) error { return Usage(fmt.Errorf(format, args...)) }
+
+// CompleteValues gives flag name of cmd a fixed set of completions, so
+// that shell completion offers the runtimes, backends or levels.
+func CompleteValues(cmd *cobra.Command, flag string, values ...string) {
+	_ = cmd.RegisterFlagCompletionFunc(flag, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return values, cobra.ShellCompDirectiveNoFileComp
+	})
+}
 
 // Exit is a silent exit with code (the command already reported).
 func Exit(code int) error { return &ExitError{Code: code} }

@@ -284,6 +284,13 @@ func runStop(ctx context.Context, o *Options) error {
 		return err
 	}
 	pid, err := daemon.StopAndWait(ctx, dc.Socket, dc.Drain+10*time.Second)
+	// Stopping what is not running succeeds, as `systemctl stop` does: the
+	// caller wanted no daemon, and there is none.
+	var nr *daemon.NotRunningError
+	if errors.As(err, &nr) {
+		fmt.Fprintf(o.F.IO.Out, "rlm daemon is not running on %s; nothing to stop\n", nr.Socket)
+		return nil
+	}
 	if err != nil {
 		return &cmdutil.ExitError{Code: cmdutil.ExitFailure, Err: err}
 	}

@@ -68,11 +68,27 @@ func NewCmd(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 		Short: "Run a snippet or a file in a runtime and print its output",
 		Long: `Run code in a runtime (python, node, golang, shell, or a third-party plugin).
 
-The exit status is the program's own; 124 when it timed out; 128+N when a
-signal N killed it; 2 for a usage error.`,
+The runtime is -r, else the one the file's extension names (.py python,
+.js/.mjs/.cjs node, .go golang, .sh shell), else the config's (python).
+Standard input, when piped or redirected, reaches the program (as does
+--stdin FILE, or --stdin - explicitly).
+
+Exit status:
+  N    the program's own status (128+N when signal N killed it)
+  2    usage error
+  124  the --timeout ran out
+  125  out of fuel (--fuel, pyodide)
+  126  the --requirements could not be installed
+  127  the runtime is missing or unavailable on this machine
+  130  interrupted (Ctrl-C, SIGTERM)
+
+A program that prints more than 64 times --max-output (64 MiB at the
+default, never less) on stdout or stderr is killed (ended_by output_limit): --max-output bounds what is kept, this bounds
+what is read.`,
 		Example: `  rlm exec -c 'print(40+2)'
   rlm exec -r shell -c 'echo hi; exit 3'
   echo 'console.log(1)' | rlm exec -r node -
+  echo data | rlm exec -c 'import sys; print(sys.stdin.read())'
   rlm exec --json --timeout 2s script.py`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -101,7 +117,7 @@ signal N killed it; 2 for a usage error.`,
 	fl.StringVar(&o.Context, "context", "", "file whose content becomes the `context` variable (python) or $RLM_CONTEXT_FILE")
 	fl.BoolVar(&o.Check, "check", false, "only check the syntax; run nothing")
 	fl.BoolVar(&o.JSON, "json", false, "print the result as JSON")
-	fl.StringVar(&o.Stdin, "stdin", "", "file to give the program as standard input")
+	fl.StringVar(&o.Stdin, "stdin", "", "file to give the program as standard input (- for rlm's own; piped input is passed by default)")
 	fl.StringArrayVar(&o.Args, "arg", nil, "argument for the program (repeatable)")
 	fl.StringArrayVar(&o.Env, "env", nil, "K=V environment variable for the program (repeatable)")
 	fl.StringArrayVar(&o.Files, "file", nil, "NAME=PATH: put the file at PATH into the working directory as NAME (repeatable)")
@@ -112,6 +128,9 @@ signal N killed it; 2 for a usage error.`,
 	fl.BoolVar(&o.NoIndex, "no-index", false, "python: install requirements from --find-links only, never an index")
 	fl.StringVar(&o.NpmRegistry, "npm-registry", "", "node: npm registry URL for requirements")
 	fl.DurationVar(&o.InstallTimeout, "install-timeout", 0, "limit for installing requirements (python, node) or compiling (golang), separate from --timeout (default 5m)")
+	cmdutil.CompleteValues(cmd, "runtime", BuiltinRuntimes...)
+	cmdutil.CompleteValues(cmd, "backend", backend.Valid...)
+	cmdutil.CompleteValues(cmd, "isolation", "auto", "none", "process", "namespace")
 	return cmd
 }
 
@@ -125,7 +144,15 @@ func run(ctx context.Context, o *Options) error {
 		return cmdutil.Usage(err)
 	}
 	if o.Runtime == "" {
+		o.Runtime = runtimeForFile(o.File)
+	}
+	if o.Runtime == "" {
 		o.Runtime = cfg.Runtime
+	}
+	if o.Out != "" {
+		if st, err := os.Stat(o.Out); err == nil && !st.IsDir() {
+			return cmdutil.Usagef("--out %s is a file; give a directory (made when missing) for the produced files", o.Out)
+		}
 	}
 	if o.Backend == "" {
 		o.Backend = cfg.Backend
@@ -140,9 +167,15 @@ func run(ctx context.Context, o *Options) error {
 			return cmdutil.Usagef("unknown runtime %q: use one of %s, or install a plugin named %s%s", o.Runtime,
 				strings.Join(BuiltinRuntimes, ", "), plugin.Prefix, o.Runtime)
 		}
+		if errors.As(err, &nf) {
+			return &cmdutil.ExitError{Code: cmdutil.ExitNoRuntime, Err: err}
+		}
 		return err
 	}
 	defer rt.Close()
+	if err := ready(ctx, rt, o, prog); err != nil {
+		return err
+	}
 
 	if o.Check {
 		ok, msg, err := rt.Check(ctx, prog.Code)
@@ -150,7 +183,10 @@ func run(ctx context.Context, o *Options) error {
 			return err
 		}
 		if o.JSON {
-			return writeJSON(o.F.IO.Out, map[string]any{"ok": ok, "message": msg})
+			if err := writeJSON(o.F.IO.Out, map[string]any{"ok": ok, "message": msg}); err != nil || ok {
+				return err
+			}
+			return cmdutil.Exit(cmdutil.ExitFailure)
 		}
 		if !ok {
 			fmt.Fprintln(o.F.IO.ErrOut, msg)
@@ -160,7 +196,15 @@ func run(ctx context.Context, o *Options) error {
 		return nil
 	}
 
+	// A python program with a context runs as a REPL cell, which has no
+	// argv, stdin or working-directory files: refuse what would be lost.
+	if prog.Context != nil && rt.Name == "python" && (len(prog.Args) > 0 || prog.Stdin != nil || len(prog.Files) > 0 || o.Out != "") {
+		return cmdutil.Usagef("--context on python runs the code as a REPL cell, which takes no --arg, --stdin, --file or --out; drop them, or give the context as --file NAME=PATH and read that file instead")
+	}
 	res, err := execute(ctx, rt, prog)
+	if ctx.Err() != nil {
+		return &cmdutil.ExitError{Code: cmdutil.ExitInterrupted, Err: errors.New("interrupted")}
+	}
 	if err != nil {
 		return err
 	}
@@ -170,6 +214,9 @@ func run(ctx context.Context, o *Options) error {
 	if o.Out != "" {
 		if err := writeOut(o.Out, res.Files); err != nil {
 			return err
+		}
+		if res.FilesOmitted {
+			fmt.Fprintf(o.F.IO.ErrOut, "rlm: --out: %d files written to %s; others were left out (at most 100 files, each at most 10 MiB)\n", len(res.Files), o.Out)
 		}
 	}
 	if o.JSON {
@@ -195,6 +242,7 @@ func execute(ctx context.Context, rt *core.Runtime, p core.Program) (*core.Resul
 	if p.Context == nil || rt.Name != "python" {
 		return rt.Run(ctx, p)
 	}
+
 	if len(p.Requirements) > 0 {
 		return nil, cmdutil.Usagef("--requirements cannot be combined with --context for python yet (the context runs in a REPL session); pass the context as a file with --file instead")
 	}
@@ -211,6 +259,14 @@ func ExitCode(r *core.Result) int {
 	if r.TimedOut {
 		return cmdutil.ExitTimeout
 	}
+	switch r.EndedBy {
+	case "fuel":
+		return cmdutil.ExitFuel
+	case "install_failed":
+		return cmdutil.ExitInstall
+	case "cancelled":
+		return cmdutil.ExitInterrupted
+	}
 	if r.ExitCode < 0 {
 		return cmdutil.ExitFailure
 	}
@@ -223,6 +279,9 @@ func (o *Options) program(cfg config.Config) (core.Program, error) {
 	case o.CodeSet:
 		p.Code = o.Code
 	case o.File == "-":
+		if o.Stdin == "-" {
+			return p, fmt.Errorf("--stdin - and code from - both want standard input; give the code with -c or a FILE")
+		}
 		b, err := io.ReadAll(o.F.IO.In)
 		if err != nil {
 			return p, fmt.Errorf("reading code from stdin: %w", err)
@@ -268,7 +327,14 @@ func (o *Options) program(cfg config.Config) (core.Program, error) {
 		}
 		p.Context = &core.Context{Data: b, Kind: "text"}
 	}
-	if o.Stdin != "" {
+	switch {
+	case o.Stdin == "-" || o.Stdin == "" && o.File != "-" && o.Context == "" && o.F.IO.InPiped:
+		b, err := io.ReadAll(o.F.IO.In)
+		if err != nil {
+			return p, fmt.Errorf("reading standard input: %w", err)
+		}
+		p.Stdin = b
+	case o.Stdin != "":
 		b, err := os.ReadFile(o.Stdin)
 		if err != nil {
 			return p, fmt.Errorf("cannot read --stdin file: %w", err)
@@ -347,6 +413,51 @@ func (o *Options) requirements(p *core.Program) error {
 		return fmt.Errorf("--no-index needs --find-links DIR: otherwise there is nowhere to install from")
 	}
 	p.Install = in
+	return nil
+}
+
+// extRuntimes maps a code file's extension to the runtime that runs it,
+// so that `rlm exec hi.js` does not run JavaScript as Python.
+var extRuntimes = map[string]string{
+	".py": "python", ".js": "node", ".mjs": "node", ".cjs": "node",
+	".go": "golang", ".sh": "shell", ".bash": "shell",
+}
+
+// runtimeForFile is the runtime a code file's extension names, or "".
+func runtimeForFile(file string) string {
+	if file == "" || file == "-" {
+		return ""
+	}
+	return extRuntimes[strings.ToLower(filepath.Ext(file))]
+}
+
+// ready checks, before anything runs, what would otherwise surface as the
+// plugin's failure (exit 1, like the program's own): a runtime that is
+// unavailable here (127; a usage error for the pyodide backend, which is
+// chosen, not found) and a --file clashing with the code file (2).
+func ready(ctx context.Context, rt *core.Runtime, o *Options, p core.Program) error {
+	info, err := rt.Info(ctx)
+	if err != nil {
+		return nil // Run reports it
+	}
+	if !info.GetAvailable() {
+		err := fmt.Errorf("runtime %s is not available here: %s", o.Runtime, info.GetUnavailableReason())
+		if rt.Backend == backend.Pyodide {
+			return cmdutil.Usage(err)
+		}
+		return &cmdutil.ExitError{Code: cmdutil.ExitNoRuntime, Err: err}
+	}
+	if ext := info.GetFileExtension(); ext != "" {
+		code := "main" + ext
+		if !strings.HasPrefix(ext, ".") {
+			code = "main." + ext
+		}
+		for _, f := range p.Files {
+			if name, _ := program.CleanName(f.Path); name == code {
+				return cmdutil.Usagef("--file %s clashes with the code file, which %s writes as %s; give it another name", f.Path, o.Runtime, code)
+			}
+		}
+	}
 	return nil
 }
 

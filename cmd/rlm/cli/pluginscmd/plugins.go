@@ -88,9 +88,15 @@ func Probe(ctx context.Context, found []plugin.Found) []Row {
 	return rows
 }
 
+// StartTimeout bounds each plugin's handshake: a plugin that hangs before
+// it is listed as unavailable instead of holding up the whole list. Info
+// keeps a longer bound: a real interpreter's version probe can take seconds
+// on a loaded machine, and plugins are probed in parallel.
+const StartTimeout = 10 * time.Second
+
 func probeOne(ctx context.Context, fp plugin.Found) Row {
 	r := Row{Name: fp.Name, Path: fp.Path}
-	p, err := plugin.Launch(fp.Path)
+	p, err := plugin.LaunchWithin(fp.Path, StartTimeout)
 	if err != nil {
 		r.Reason = oneLine(err.Error())
 		return r

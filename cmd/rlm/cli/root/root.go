@@ -31,7 +31,10 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 		Short:         "Run code written by language models, safely and fast",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version, as users try first; `rlm version` says more.
+		Version: versioncmd.String(),
 	}
+	cmd.SetVersionTemplate("rlm {{.Version}}\n")
 	cmd.SetOut(f.IO.Out)
 	cmd.SetErr(f.IO.ErrOut)
 	cmd.SetIn(f.IO.In)

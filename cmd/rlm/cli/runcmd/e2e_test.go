@@ -276,3 +276,30 @@ func TestSandboxTimeoutInsideTheLoop(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %s", code, stdout, stderr)
 	}
 }
+
+// TestForcedAnswerWithoutFinal: when the iterations run out and the model's
+// forced reply has no FINAL, rlm prints the reply but says so on stderr and
+// exits 3, so that a script does not take it for an answer.
+func TestForcedAnswerWithoutFinal(t *testing.T) {
+	srv := llmtest.NewOpenAIServer(t, func(req llmtest.ChatRequest) string {
+		if strings.Contains(req.LastUser(), "no turns left") {
+			return "I could not finish."
+		}
+		return "```repl\nprint(1)\n```"
+	}, llmtest.WithAPIKey(apiKey))
+	t.Setenv("OPENAI_API_KEY", apiKey)
+	stdout, stderr, code := cli(t, "", "run", "--task", "t", "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "gpt-4o", "--max-iterations", "1")
+	if code != 3 || stdout != "I could not finish.\n" || !strings.Contains(stderr, "forced answer has no FINAL") {
+		t.Fatalf("exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+}
+
+// TestCompletion: shell completion offers the providers and backends.
+func TestCompletion(t *testing.T) {
+	for flag, want := range map[string]string{"--provider": "openai", "-b": "pyodide"} {
+		stdout, stderr, code := cli(t, "", "__complete", "run", flag, "")
+		if code != 0 || !strings.Contains("\n"+stdout, "\n"+want+"\n") {
+			t.Errorf("completing %s: exit %d, stdout %q, stderr %s", flag, code, stdout, stderr)
+		}
+	}
+}

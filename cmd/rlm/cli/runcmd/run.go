@@ -93,7 +93,8 @@ The answer goes to stdout; progress to stderr when it is a terminal.
 Exit status:
   0    an answer was found
   2    usage or configuration error
-  3    a budget (tokens, cost, time) ran out before an answer
+  3    a budget (tokens, cost, time) ran out before an answer, or the
+       iterations ran out and the forced answer had no FINAL
   4    the model provider failed (after retries)
   5    the sandbox (REPL) failed
   130  interrupted`,
@@ -144,6 +145,8 @@ Exit status:
 	fl.StringVar(&o.Transcript, "transcript", "", "trace or transcript the replay provider answers from")
 	fl.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress on stderr")
 	fl.BoolVarP(&o.Verbose, "verbose", "v", false, "one line on stderr per event (model call, code block, sub-call)")
+	cmdutil.CompleteValues(cmd, "provider", llm.Providers()...)
+	cmdutil.CompleteValues(cmd, "backend", backend.Valid...)
 	return cmd
 }
 
@@ -300,6 +303,9 @@ func run(ctx context.Context, o *Options) error {
 		return cmdutil.Usage(err)
 	}
 	llm.SetPrices(cfg.Pricing)
+	if err := checkPriced(p); err != nil {
+		return cmdutil.Usage(err)
+	}
 	if o.Verbose {
 		p.llmOpts.Logger = slog.New(slog.NewTextHandler(o.F.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
@@ -377,11 +383,12 @@ func run(ctx context.Context, o *Options) error {
 	}
 	if o.Format == "json" {
 		out := struct {
-			Answer string       `json:"answer"`
-			Source string       `json:"answer_source"`
-			Usage  engine.Usage `json:"usage"`
-			Error  string       `json:"error,omitempty"`
-		}{res.Answer, res.Source, res.Usage, ""}
+			Answer  string       `json:"answer"`
+			Source  string       `json:"answer_source"`
+			NoFinal bool         `json:"no_final,omitempty"`
+			Usage   engine.Usage `json:"usage"`
+			Error   string       `json:"error,omitempty"`
+		}{res.Answer, res.Source, res.NoFinal, res.Usage, ""}
 		if runErr != nil {
 			out.Error = runErr.Error()
 		}
@@ -397,10 +404,37 @@ func run(ctx context.Context, o *Options) error {
 		}
 		io.WriteString(o.F.IO.Out, ans)
 	}
+	if runErr == nil && res.NoFinal {
+		// The reply is printed (it may hold the answer), but a script must
+		// not take it for one.
+		fmt.Fprintln(o.F.IO.ErrOut, "rlm: the turns ran out and the model's forced answer has no FINAL(...): the output above is its whole last reply, not a marked answer")
+		return cmdutil.Exit(ExitBudget)
+	}
 	if runErr == nil {
 		return nil
 	}
 	return &cmdutil.ExitError{Code: exitCode(ctx, runErr), Err: runErr}
+}
+
+// selfPricing are the providers that report each call's cost themselves,
+// so that --max-cost holds whatever the model.
+var selfPricing = map[string]bool{"claude-code": true, "replay": true}
+
+// checkPriced refuses --max-cost for a model without a known price: the
+// cap could not be enforced, and a warning alone is easy to miss.
+func checkPriced(p *plan) error {
+	if p.budget.MaxCostUSD <= 0 || selfPricing[p.provider] {
+		return nil
+	}
+	for _, m := range []string{p.model, p.subcallModel} {
+		if m == "" {
+			continue
+		}
+		if _, ok := llm.LookupPrice(m); !ok {
+			return fmt.Errorf("--max-cost cannot be enforced: rlm knows no price for model %q; give one in rlm.toml ([pricing.\"%s\"] input_per_mtok = ..., output_per_mtok = ...) or drop --max-cost", m, m)
+		}
+	}
+	return nil
 }
 
 func exitCode(ctx context.Context, err error) int {

@@ -191,3 +191,37 @@ func TestExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxCostNeedsAPrice: --max-cost with a model rlm cannot price is an
+// error that says how to give the price; a priced model, a price from the
+// config and a provider that reports its own cost are fine.
+func TestMaxCostNeedsAPrice(t *testing.T) {
+	check := func(args ...string) error {
+		t.Helper()
+		o, err := parse(t, append([]string{"--task", "x"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := o.resolve(config.Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return checkPriced(p)
+	}
+	if err := check("--provider", "openai", "--model", "unpriced-model-rlm17", "--max-cost", "1"); err == nil || !strings.Contains(err.Error(), `no price for model "unpriced-model-rlm17"`) || !strings.Contains(err.Error(), "[pricing.") {
+		t.Errorf("unpriced model with --max-cost: err = %v", err)
+	}
+	if err := check("--provider", "openai", "--model", "gpt-4o", "--subcall-model", "unpriced-sub-rlm17", "--max-cost", "1"); err == nil || !strings.Contains(err.Error(), "unpriced-sub-rlm17") {
+		t.Errorf("unpriced subcall model with --max-cost: err = %v", err)
+	}
+	if err := check("--provider", "openai", "--model", "unpriced-model-rlm17"); err != nil {
+		t.Errorf("no --max-cost: %v", err)
+	}
+	if err := check("--provider", "openai", "--model", "gpt-4o", "--max-cost", "1"); err != nil {
+		t.Errorf("priced model: %v", err)
+	}
+	llm.SetPrices(map[string]llm.Price{"priced-by-config-rlm17": {InputPerMTok: 1, OutputPerMTok: 2}})
+	if err := check("--provider", "openai", "--model", "priced-by-config-rlm17", "--max-cost", "1"); err != nil {
+		t.Errorf("model priced in the config: %v", err)
+	}
+}
