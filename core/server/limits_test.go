@@ -191,7 +191,8 @@ func alive(pid int) bool {
 func TestPluginRelaunchedAfterDeath(t *testing.T) {
 	noPlugins(t)
 	var launches atomic.Int64
-	url, _ := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, &launches)})
+	// Level process: the program's mark file must be visible to the test.
+	url, _ := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, &launches), Limits: core.Limits{Isolation: "process"}})
 	for i := 0; i < 5; i++ {
 		if r := call(t, "POST", url+"/execute", `{"code": "print(1)"}`); r.body["status"] != "success" {
 			t.Fatalf("run %d: %s", i, r.raw)

@@ -24,7 +24,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os/exec"
 	"strings"

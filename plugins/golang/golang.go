@@ -155,6 +155,9 @@ func build(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.
 		sweep(filepath.Dir(bin), time.Now().Add(-BinaryTTL))
 		return nil, nil
 	}
+	// The program never ran: the compiler (trusted, and unsandboxed) did,
+	// so the result claims no level; the host reports the requested one.
+	res.Isolation = ""
 	switch res.GetEndedBy() {
 	case pb.EndedBy_TIMEOUT:
 		res.Error = fmt.Sprintf("compilation timed out after %s; raise install_timeout_ms (rlm exec --install-timeout)", wall)

@@ -262,7 +262,10 @@ func TestExitCodesAndOutput(t *testing.T) {
 
 func TestCloseKillsBackgroundChildren(t *testing.T) {
 	rt := launch(t)
-	s, err := rt.OpenSession(context.Background(), core.SessionOptions{})
+	// At level process the child's pid is a host pid this test can watch;
+	// under namespace (hostile/session_namespace.txtar) it dies with the
+	// sandbox's pid namespace.
+	s, err := rt.OpenSession(context.Background(), core.SessionOptions{Limits: core.Limits{Isolation: "process"}})
 	if err != nil {
 		t.Fatal(err)
 	}
