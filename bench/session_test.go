@@ -125,3 +125,52 @@ func BenchmarkCellRoundTripPyodide(b *testing.B) {
 	b.Cleanup(rt.Close)
 	cellLatencies(b, openSession(b, rt, core.SessionOptions{}), "x = 1")
 }
+
+// BenchmarkSessionIsolation compares a python session at isolation process
+// and namespace in the same run: opens are interleaved (one of each per
+// iteration, so machine noise hits both alike) and measured spawn → first
+// result; then a warm cell `x = 1` at each level. ns/proc is the ratio of
+// the open p50s.
+func BenchmarkSessionIsolation(b *testing.B) {
+	rt := pythonRuntime(b)
+	ctx := context.Background()
+	levels := []string{"process", "namespace"}
+	open := map[string][]time.Duration{}
+	for i := 0; i < b.N; i++ {
+		for _, lv := range levels {
+			t0 := time.Now()
+			s, err := rt.OpenSession(ctx, core.SessionOptions{Limits: core.Limits{Isolation: lv}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if r, err := s.Execute(ctx, "x = 1", 0); err != nil || r.Isolation != lv && r.Isolation != "" {
+				b.Fatalf("%s: %v %+v", lv, err, r)
+			}
+			open[lv] = append(open[lv], time.Since(t0))
+			s.Close()
+		}
+	}
+	p50 := map[string]time.Duration{}
+	for _, lv := range levels {
+		p, _ := percentiles(open[lv])
+		p50[lv] = p
+		b.ReportMetric(ms(p), "open-"+lv+"-p50-ms")
+	}
+	b.ReportMetric(float64(p50["namespace"])/float64(p50["process"]), "open-ns/proc")
+	for _, lv := range levels {
+		s := openSession(b, rt, core.SessionOptions{Limits: core.Limits{Isolation: lv}})
+		lat := make([]time.Duration, 0, 200)
+		for i := 0; i < 250; i++ {
+			t0 := time.Now()
+			if _, err := s.Execute(ctx, "x = 1", 0); err != nil {
+				b.Fatal(err)
+			}
+			if i >= 50 { // the first 50 warm up
+				lat = append(lat, time.Since(t0))
+			}
+		}
+		c50, c99 := percentiles(lat)
+		b.ReportMetric(float64(c50.Microseconds()), "cell-"+lv+"-p50-us")
+		b.ReportMetric(float64(c99.Microseconds()), "cell-"+lv+"-p99-us")
+	}
+}
