@@ -224,8 +224,12 @@ func currentLeakState(t testing.TB) leakState {
 	var s leakState
 	s.procs = descendants(t)
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	// Only mounts below this test's temporary directory: other packages'
+	// tests run at the same time (go test -p) and their sessions hold
+	// rlm-isolate mounts of their own for as long as they live.
+	tmp := os.TempDir() + "/"
 	for _, l := range strings.Split(string(mi), "\n") {
-		if strings.Contains(l, "rlm-isolate") {
+		if f := strings.Fields(l); len(f) > 4 && strings.Contains(f[4], "rlm-isolate") && strings.HasPrefix(f[4], tmp) {
 			s.mounts = append(s.mounts, l)
 		}
 	}
