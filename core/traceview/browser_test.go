@@ -1,10 +1,12 @@
 package traceview
 
 import (
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -20,16 +22,30 @@ func openSynth(t testing.TB, n int) (*browsertest.Page, func()) {
 	if err := WriteFile(page, Build(evs, Report{Events: len(evs), Ended: true})); err != nil {
 		t.Fatal(err)
 	}
-	b, err := browsertest.Start(chrome, filepath.Join(dir, "profile"))
+	// The profile is not under t.TempDir: chromium's helper processes may
+	// still write into it for a moment after the browser is closed, which
+	// would fail TempDir's cleanup. It is removed with retries instead.
+	profile, err := os.MkdirTemp("", "traceview-chromium-")
 	if err != nil {
+		t.Fatal(err)
+	}
+	removeProfile := func() {
+		for end := time.Now().Add(10 * time.Second); os.RemoveAll(profile) != nil && time.Now().Before(end); {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	b, err := browsertest.Start(chrome, profile)
+	if err != nil {
+		removeProfile()
 		t.Fatal(err)
 	}
 	p, err := b.Open(page)
 	if err != nil {
 		b.Close()
+		removeProfile()
 		t.Fatal(err)
 	}
-	return p, func() { p.Close(); b.Close() }
+	return p, func() { p.Close(); b.Close(); removeProfile() }
 }
 
 // A 5,000-event trace opens collapsed, renders a bounded number of nodes,
