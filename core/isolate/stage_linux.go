@@ -35,7 +35,10 @@ func newStage(paths []string) (*stage, error) {
 	if len(paths) == 0 {
 		return st, nil
 	}
-	base, err := os.MkdirTemp(sandboxTempDir(true), "rlm-isolate-ro-")
+	// The owner's pid is in the name, so ReapOwner and the next process's
+	// sweep can unmount what a killed owner left (see reapWorkspaces).
+	sweepStaleWorkspaces()
+	base, err := os.MkdirTemp(sandboxTempDir(true), roPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, err
 	}
@@ -72,6 +75,21 @@ func newStage(paths []string) (*stage, error) {
 		st.sources[p] = target
 	}
 	return st, nil
+}
+
+const roPrefix = "rlm-isolate-ro-"
+
+// unmountStage detaches the binds of a stage directory whose owner is gone
+// and removes it, one empty entry at a time: a bind that will not unmount
+// stays, so nothing below it (the runtime's own files) is ever deleted.
+func unmountStage(base string) {
+	entries, _ := os.ReadDir(base)
+	for _, e := range entries {
+		p := filepath.Join(base, e.Name())
+		_ = syscall.Unmount(p, syscall.MNT_DETACH)
+		_ = os.Remove(p)
+	}
+	_ = os.Remove(base)
 }
 
 func (st *stage) source(p string) string {

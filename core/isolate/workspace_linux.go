@@ -336,7 +336,8 @@ func sweepStaleWorkspaces() {
 }
 
 // reapWorkspaces unmounts and removes the rlm-isolate-ws-PID-* directories
-// whose PID match accepts, in the places newWorkspace makes them: this
+// (and the rlm-isolate-ro-PID-* stages of read-only binds) whose PID match
+// accepts, in the places newWorkspace makes them: this
 // process's temp dir, /tmp, and extra (another process's $TMPDIR).
 func reapWorkspaces(match func(pid int) bool, extra ...string) {
 	for _, dir := range uniq(append([]string{os.TempDir(), "/tmp"}, extra...)) {
@@ -344,13 +345,23 @@ func reapWorkspaces(match func(pid int) bool, extra ...string) {
 		for _, e := range entries {
 			// Names without the pid (an older rlm's) are left alone: their
 			// owner cannot be told.
-			rest, ok := strings.CutPrefix(e.Name(), wsPrefix)
+			rest, ws := strings.CutPrefix(e.Name(), wsPrefix)
+			if !ws {
+				var ro bool
+				if rest, ro = strings.CutPrefix(e.Name(), roPrefix); !ro {
+					continue
+				}
+			}
 			pidText, _, hasPid := strings.Cut(rest, "-")
 			pid, err := strconv.Atoi(pidText)
-			if !ok || !hasPid || err != nil || !e.IsDir() || !match(pid) {
+			if !hasPid || err != nil || !e.IsDir() || !match(pid) {
 				continue
 			}
 			base := filepath.Join(dir, e.Name())
+			if !ws {
+				unmountStage(base) // read-only binds of host files: never RemoveAll
+				continue
+			}
 			_ = syscall.Unmount(filepath.Join(base, "w"), syscall.MNT_DETACH)
 			_ = os.RemoveAll(base)
 		}
