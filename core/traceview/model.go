@@ -256,11 +256,7 @@ func (b *Builder) Add(ev engine.Event) {
 		c := call(&ev)
 		switch ev.Caller {
 		case "llm_query", "rlm_fallback":
-			prompt := ""
-			if ev.Request != nil && len(ev.Request.Messages) > 0 {
-				prompt = ev.Request.Messages[0].Content
-			}
-			s := l.takeSub(ev.Caller, prompt)
+			s := l.takeSub(ev.Caller, firstPrompt(&ev))
 			s.Call, s.Answer, s.Done = c, c.Text, true
 		case "forced":
 			l.Iters = append(l.Iters, &Iter{Forced: true, Model: c})
@@ -272,11 +268,7 @@ func (b *Builder) Add(ev engine.Event) {
 	case engine.EventLLMError:
 		switch ev.Caller {
 		case "llm_query", "rlm_fallback":
-			prompt := ""
-			if ev.Request != nil && len(ev.Request.Messages) > 0 {
-				prompt = ev.Request.Messages[0].Content
-			}
-			s := l.takeSub(ev.Caller, prompt)
+			s := l.takeSub(ev.Caller, firstPrompt(&ev))
 			s.Error, s.Done = ev.Error, true
 		default:
 			it := l.iter()
@@ -529,4 +521,13 @@ func oneLine(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// firstPrompt is the first message of an event's model request: what a
+// sub-call was asked, which pairs its answer (or error) with its start.
+func firstPrompt(ev *engine.Event) string {
+	if ev.Request != nil && len(ev.Request.Messages) > 0 {
+		return ev.Request.Messages[0].Content
+	}
+	return ""
 }
