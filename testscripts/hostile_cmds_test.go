@@ -43,8 +43,8 @@ func cmdToken(ts *testscript.TestScript, neg bool, args []string) {
 // sandboxtmp VAR makes an empty directory that other users may traverse
 // (mode 0711, below the system temp dir) and sets VAR to it. With TMPDIR
 // pointing there, everything rlm and its plugins allocate for a run (the
-// plugin's directory, rlm-run-*, rlm-isolate-ws-* and the tmpfs mounted in
-// it, rlm-isolate-ro-*) is made below it, where leftovers can count it;
+// plugin's directory, rlm-run-*, the rlm-isolate-ws-* tmpfs of a
+// process-level run with a disk cap, rlm-isolate-ro-*) is made below it, where leftovers can count it;
 // $WORK cannot serve, as the sandbox's uid 65534 cannot reach it, and rlm
 // would fall back to the shared /tmp. It is removed (mounts detached) when
 // the script ends.

@@ -34,14 +34,32 @@ type bwrapPlan struct {
 	args   []string
 	files  []string // data for each descriptor the args name, in fd order
 	infoFD int      // the --info-fd descriptor, numbered after files
+	// The prelude's pipes, numbered right after the caller's ExtraFiles (and
+	// before the data files), so they are single digits that dash can close:
+	// it writes one byte to readyFD once the sandbox is set up, then execs
+	// the program only after reading "go" from goFD (see the package doc's
+	// working directory contract).
+	readyFD, goFD int
 }
 
-// planBwrap builds the bwrap arguments. firstFD is the descriptor number the
-// first data file will have in bwrap (3 + len(spec.ExtraFiles)).
+// maxNamespaceExtraFiles keeps the prelude's descriptors below 10, the
+// highest a POSIX shell can name.
+const maxNamespaceExtraFiles = 5
+
+// prelude runs inside the finished sandbox before the program: it reports
+// that /workspace exists (so the host can fill it through /proc/PID/root),
+// waits for the host's "go", closes both pipes and execs the program. Any
+// other answer (the host gave up and closed the pipe) ends it without
+// running the program.
+const prelude = `printf r >&%[1]d; read -r go <&%[2]d; exec %[1]d>&- %[2]d<&-; [ "$go" = go ] || exit 125; exec "$@"`
+
+// planBwrap builds the bwrap arguments. firstFD is the first descriptor after
+// the caller's ExtraFiles (3 + len(spec.ExtraFiles)): the prelude's two
+// pipes take it and the next, then come the data files, then --info-fd.
 // st maps each of spec.ReadOnlyPaths to the host path bwrap binds it from.
-func planBwrap(bwrap string, spec *Spec, workdir string, st *stage, firstFD int, seccomp []byte) (*bwrapPlan, error) {
-	p := &bwrapPlan{}
-	fd := firstFD
+func planBwrap(bwrap string, spec *Spec, st *stage, firstFD int, seccomp []byte) (*bwrapPlan, error) {
+	p := &bwrapPlan{readyFD: firstFD, goFD: firstFD + 1}
+	fd := firstFD + 2
 	add := func(a ...string) { p.args = append(p.args, a...) }
 	addData := func(data string) string {
 		p.files = append(p.files, data)
@@ -99,14 +117,14 @@ func planBwrap(bwrap string, spec *Spec, workdir string, st *stage, firstFD int,
 		}
 		add("--ro-bind", st.source(ro), ro)
 	}
-	add("--bind", workdir, SandboxWorkdir, "--chdir", SandboxWorkdir,
-		"--remount-ro", "/")
+	add("--size", strconv.FormatInt(spec.diskBytes(), 10), "--perms", "0700", "--tmpfs", SandboxWorkdir,
+		"--chdir", SandboxWorkdir, "--remount-ro", "/")
 	add("--seccomp", addData(string(seccomp)))
 	// bwrap writes the host pid of the sandbox's pid 1 here; the descriptor
 	// comes right after the data files.
 	p.infoFD = fd
 	add("--info-fd", strconv.Itoa(fd))
-	add("--")
+	add("--", "/bin/sh", "-c", fmt.Sprintf(prelude, p.readyFD, p.goFD), "sh")
 	add(spec.Argv...)
 	return p, nil
 }

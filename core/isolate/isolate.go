@@ -58,10 +58,15 @@
 // started through setpriv(1) as host uid 65534 (after the shim's rlimits and
 // cgroups are set: root there lacks CAP_SYS_RESOURCE, so prlimit(2) on a
 // process of another uid fails). Everything bwrap binds must then be
-// reachable by uid 65534: Spec.ReadOnlyPaths are bind-mounted read-only under
-// a private traversable directory first (pyenv keeps Python under /root,
-// mode 0700), and the working directory is always a private copy owned by
-// 65534 (below). TMPDIR must be traversable by others (/tmp is).
+// reachable by uid 65534: Spec.ReadOnlyPaths that uid 65534 cannot reach
+// are bind-mounted read-only under a private traversable directory first
+// (pyenv keeps Python under /root, mode 0700; bwrap's --ro-bind-fd does not
+// help, since bwrap resolves the descriptor back to its path), and the input
+// files copied into the working directory are given to 65534 (below). That
+// stage directory (rlm-isolate-ro-PID-*) is the one mount a run makes on
+// the host; it is unmounted when the run ends, and one left by a killed
+// process is unmounted by ReapOwner or by the next process's sweep. TMPDIR
+// must be traversable by others (/tmp is).
 //
 // # Working directory contract
 //
@@ -70,24 +75,36 @@
 // the program worked in Spec.Dir itself or in a private copy is invisible to
 // the caller, with one rule: only regular files and directories come back.
 //
-//   - LevelNone and LevelProcess without DiskBytes, and LevelNamespace when
-//     the caller is not root and sets no DiskBytes: the program works in
-//     Spec.Dir itself (bound at /workspace under LevelNamespace).
-//   - Otherwise Start copies Spec.Dir (directories, regular files, symlinks as
-//     links) into a private directory: a tmpfs of exactly DiskBytes when
-//     DiskBytes is set (the total the program can write, not only each file),
-//     a plain directory otherwise; owned by uid 65534 for a root caller's
-//     sandbox. Wait mirrors it back into Spec.Dir: new and changed regular
-//     files are written, directories created, and files and directories the
-//     program removed are removed. Symlinks, fifos and devices the program
-//     made are not copied back, and the copy goes through os.Root, so a link
-//     the program planted can never make Wait write or delete outside
-//     Spec.Dir, and reading Spec.Dir afterwards never follows such a link.
-//     Inputs larger than DiskBytes fail Start with an error that says so.
+//   - LevelNone, and LevelProcess without DiskBytes: the program works in
+//     Spec.Dir itself.
+//   - LevelProcess with DiskBytes: Start copies Spec.Dir (directories,
+//     regular files, symlinks as links) into a tmpfs of exactly DiskBytes
+//     mounted on the host (the total the program can write, not only each
+//     file). Mounting it needs root (CAP_SYS_ADMIN); without it DiskBytes is
+//     an error, not ignored.
+//   - LevelNamespace: the working directory is a tmpfs of DiskBytes
+//     (DefaultDiskBytes when 0) that bwrap mounts at /workspace inside the
+//     sandbox's own mount namespace. Nothing of it exists on the host, it
+//     needs no privilege, and it is gone with the sandbox whatever ends rlm
+//     (SIGKILL included). The program starts behind a /bin/sh prelude that
+//     says when the sandbox is set up and then waits: Start copies Spec.Dir
+//     in through /proc/PID/root, opens the tmpfs's root and keeps that
+//     descriptor, and lets the prelude exec the program (one dash exec,
+//     about 1 ms). When the sandbox has died, the held descriptor still
+//     reaches the detached tmpfs, so Wait copies the results out of it and
+//     then closes it, which frees the memory.
+//
+// Wait mirrors a copy back into Spec.Dir: new and changed regular files are
+// written, directories created, and files and directories the program
+// removed are removed. Symlinks, fifos and devices the program made are not
+// copied back, and the copy goes through os.Root, so a link the program
+// planted can never make Wait write or delete outside Spec.Dir, and reading
+// Spec.Dir afterwards never follows such a link. Inputs larger than the cap
+// fail Start with an error that says so.
 //
 // tmpfs pages count toward the memory cgroup too, so keep DiskBytes below
-// MemoryBytes or a full disk may end as memory_limit. Mounting the tmpfs
-// needs root (CAP_SYS_ADMIN); without it DiskBytes is an error, not ignored.
+// MemoryBytes or a full disk may end as memory_limit (the default keeps it
+// at half of MemoryBytes).
 //
 // # Known limits
 //
@@ -149,6 +166,14 @@ const SandboxWorkdir = "/workspace"
 
 // DefaultTmpBytes caps the private /tmp and /dev/shm when Spec.TmpBytes is 0.
 const DefaultTmpBytes = 64 << 20
+
+// DefaultDiskBytes caps the working directory under LevelNamespace when
+// Spec.DiskBytes is 0: a program that writes without end fills a 1 GiB
+// tmpfs and ends as disk_limit instead of filling the host's disk. The cap
+// is at most half of MemoryBytes when that is set, because tmpfs pages are
+// charged to the run's memory cgroup: a full disk must end as disk_limit,
+// not as memory_limit.
+const DefaultDiskBytes = 1 << 30
 
 // Spec describes one run. Zero limits mean "no limit of that kind".
 type Spec struct {
@@ -247,6 +272,18 @@ type Outcome struct {
 
 // ErrNotSupported is wrapped by errors for a level this OS cannot provide.
 var ErrNotSupported = errors.New("isolation level not supported")
+
+// diskBytes is the size of the working directory's tmpfs under
+// LevelNamespace (see DefaultDiskBytes).
+func (s *Spec) diskBytes() int64 {
+	if s.DiskBytes > 0 {
+		return s.DiskBytes
+	}
+	if s.MemoryBytes > 0 && s.MemoryBytes/2 < DefaultDiskBytes {
+		return max(s.MemoryBytes/2, 1<<20)
+	}
+	return DefaultDiskBytes
+}
 
 func (s *Spec) tmpBytes() int64 {
 	if s.TmpBytes > 0 {

@@ -213,6 +213,9 @@ func checkSpec(spec *Spec) error {
 		return fmt.Errorf("isolate: OpenFiles = %d is too small to start a runtime: allow at least %d", spec.OpenFiles, 16+len(spec.ExtraFiles))
 	}
 	if spec.Level == LevelNamespace {
+		if len(spec.ExtraFiles) > maxNamespaceExtraFiles {
+			return fmt.Errorf("isolate: %d ExtraFiles under LevelNamespace: at most %d are supported (pass more over one of them)", len(spec.ExtraFiles), maxNamespaceExtraFiles)
+		}
 		for _, p := range spec.ReadOnlyPaths {
 			if err := checkReadOnlyPath(p); err != nil {
 				return fmt.Errorf("isolate: %w", err)
@@ -294,7 +297,11 @@ func (c *Cmd) Start() (err error) {
 	c.started = true
 	c.waitDone = make(chan struct{})
 	c.mu.Unlock()
+	var prelude *preludePipes // LevelNamespace: see fillWorkspace
 	defer func() {
+		if prelude != nil {
+			prelude.close()
+		}
 		if err != nil {
 			if c.info != nil {
 				c.info.Close()
@@ -319,20 +326,22 @@ func (c *Cmd) Start() (err error) {
 		if len(rc.dirs) == 0 && (spec.MemoryBytes > 0 || spec.MaxProcesses > 0) {
 			c.enforced = append(c.enforced, "cgroups=unavailable("+strings.Join(missing, "; ")+")")
 		}
-		if spec.DiskBytes > 0 || asNobody {
-			owner := -1
-			if asNobody {
-				owner = sandboxHostUID
-			}
-			ws, err := newWorkspace(spec.Dir, spec.DiskBytes, owner)
+		// Under LevelNamespace the working directory is a tmpfs inside the
+		// sandbox, filled once the sandbox exists (fillWorkspace).
+		if spec.DiskBytes > 0 && spec.Level == LevelProcess {
+			ws, err := newWorkspace(spec.Dir, spec.DiskBytes)
 			if err != nil {
 				return err
 			}
 			c.ws, c.workdir = ws, ws.mnt
-			if spec.DiskBytes > 0 {
-				c.enforced = append(c.enforced, "disk=tmpfs")
-			}
+			c.enforced = append(c.enforced, "disk=tmpfs")
 		}
+		if spec.Level == LevelNamespace {
+			c.enforced = append(c.enforced, "disk=tmpfs")
+		}
+		// A run of any limited level cleans up after processes of this
+		// kind that were killed before their own cleanup.
+		sweepStaleWorkspaces()
 	}
 	if asNobody {
 		st, err := newStage(spec.ReadOnlyPaths)
@@ -377,10 +386,22 @@ func (c *Cmd) Start() (err error) {
 		if err != nil {
 			return err
 		}
-		plan, err := planBwrap(bw, spec, c.workdir, c.st, 3+len(spec.ExtraFiles), prog)
+		plan, err := planBwrap(bw, spec, c.st, 3+len(spec.ExtraFiles), prog)
 		if err != nil {
 			return err
 		}
+		readyR, readyW, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		goR, goW, err := os.Pipe()
+		if err != nil {
+			readyR.Close()
+			readyW.Close()
+			return err
+		}
+		prelude = &preludePipes{ready: readyR, readyW: readyW, goR: goR, goW: goW}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, readyW, goR)
 		for _, data := range plan.files {
 			r, err := dataPipe(data)
 			if err != nil {
@@ -448,6 +469,91 @@ func (c *Cmd) Start() (err error) {
 	}
 	go c.watchExit(pid)
 	go c.watchContext()
+	if prelude != nil {
+		prelude.closeChildEnds()
+		if err := c.fillWorkspace(prelude, asNobody); err != nil {
+			c.mu.Lock()
+			c.killTreeLocked()
+			c.reaped = true
+			c.mu.Unlock()
+			c.waitSandboxInit(5 * time.Second)
+			_ = cmd.Wait()
+			proctree.Untrack(pid)
+			return err
+		}
+	}
+	return nil
+}
+
+// preludePipes are the host's ends of the namespace prelude's two pipes
+// (see planBwrap), and the child's ends until it has started.
+type preludePipes struct {
+	ready, readyW, goR, goW *os.File
+}
+
+func (p *preludePipes) closeChildEnds() {
+	for _, f := range []**os.File{&p.readyW, &p.goR} {
+		if *f != nil {
+			(*f).Close()
+			*f = nil
+		}
+	}
+}
+
+func (p *preludePipes) close() {
+	p.closeChildEnds()
+	for _, f := range []**os.File{&p.ready, &p.goW} {
+		if *f != nil {
+			(*f).Close()
+			*f = nil
+		}
+	}
+}
+
+// tmpfsMagic is statfs(2)'s f_type of a tmpfs.
+const tmpfsMagic = 0x01021994
+
+// fillWorkspace waits until the sandbox is set up (the prelude's byte),
+// copies Spec.Dir into its /workspace tmpfs through /proc/PID/root, keeps a
+// descriptor of that tmpfs for Wait to copy the results out of, and lets
+// the prelude exec the program. When bwrap failed before the prelude ran,
+// it returns nil with nothing filled: the run then ends with bwrap's own
+// exit status and message, as any start failure of the sandbox does.
+func (c *Cmd) fillWorkspace(p *preludePipes, asNobody bool) error {
+	defer p.close()
+	var b [1]byte
+	if n, _ := p.ready.Read(b[:]); n == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	init := c.initPid
+	c.mu.Unlock()
+	if init <= 0 {
+		return errors.New("isolate: the sandbox started but its pid is unknown, so its working directory cannot be filled")
+	}
+	dir, err := os.OpenFile("/proc/"+strconv.Itoa(init)+"/root"+SandboxWorkdir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("isolate: open the sandbox's working directory: %w", err)
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Fstatfs(int(dir.Fd()), &st); err != nil || st.Type != tmpfsMagic {
+		dir.Close()
+		return fmt.Errorf("isolate: the sandbox's %s is not its tmpfs (statfs: %v)", SandboxWorkdir, err)
+	}
+	owner := -1
+	if asNobody {
+		owner = sandboxHostUID
+	}
+	ws, err := attachWorkspace(c.spec.Dir, dir, c.spec.diskBytes(), owner)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.ws, c.workdir = ws, ws.mnt
+	c.mu.Unlock()
+	if _, err := p.goW.Write([]byte("go\n")); err != nil {
+		return fmt.Errorf("isolate: start the program: %w", err)
+	}
 	return nil
 }
 

@@ -236,6 +236,47 @@ func TestDiskCap(t *testing.T) {
 	}
 }
 
+// Under LevelNamespace the working directory is capped even when the caller
+// sets no DiskBytes: at DefaultDiskBytes, or half of MemoryBytes when that is
+// smaller, so a program writing without end ends as disk_limit (not
+// memory_limit, though tmpfs pages are charged to its memory cgroup, and not
+// by a timeout) and the host's disk never fills. The inputs are there and
+// belong to the sandbox's user; a write below the cap comes back.
+func TestNamespaceDefaultDiskCap(t *testing.T) {
+	requireLevel(t, LevelNamespace)
+	const mem = 256 << 20
+	spec := pySpec(t, LevelNamespace, `import os
+print(open('in.txt').read(), os.stat('in.txt').st_uid == os.getuid(), flush=True)
+open('in.txt', 'a').write('+more')
+open('ok.bin', 'wb').write(b'x' * (1 << 20))
+print('TOKEN', flush=True)
+f = open('big.bin', 'wb')
+for _ in range(2048): f.write(b'x' * (1 << 20)); f.flush()
+print('SURVIVED')
+`)
+	if err := os.WriteFile(filepath.Join(spec.Dir, "in.txt"), []byte("INPUT"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec.MemoryBytes = mem
+	r := run(t, spec)
+	mustToken(t, r, "TOKEN")
+	if !strings.Contains(r.stdout, "INPUT True") {
+		t.Fatalf("the input file was not in the sandbox's working directory, owned by its user:\n%s", r)
+	}
+	if strings.Contains(r.stdout, "SURVIVED") || r.out.Ending != EndedDiskLimit || !r.out.DiskLimitHit {
+		t.Fatalf("want disk_limit from the default cap:\n%s", r)
+	}
+	if total := dirSize(t, spec.Dir); total > mem/2+(1<<20) || total < mem/4 {
+		t.Fatalf("working directory came back with %d bytes, want about the default cap %d", total, mem/2)
+	}
+	if b, err := os.ReadFile(filepath.Join(spec.Dir, "in.txt")); err != nil || string(b) != "INPUT+more" {
+		t.Fatalf("changed input did not come back: %q, %v", b, err)
+	}
+	if fi, err := os.Stat(filepath.Join(spec.Dir, "ok.bin")); err != nil || fi.Size() != 1<<20 {
+		t.Fatalf("1 MB write did not come back: %v", err)
+	}
+}
+
 func dirSize(t testing.TB, dir string) int64 {
 	var n int64
 	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {

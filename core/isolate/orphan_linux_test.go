@@ -73,31 +73,42 @@ func TestRunDiesWithCaller(t *testing.T) {
 			if left() == 0 {
 				t.Fatal("the killed caller left no cgroups: the sweep check would prove nothing")
 			}
-			// ... and its private working directory (a capped tmpfs as root).
-			wsLeft := func() (n int) {
+			// ... and, as root, what it left on the host: the capped tmpfs of
+			// a process-level run, or the stage of a namespace run's
+			// read-only path that uid 65534 cannot reach. A namespace run's
+			// working directory is never on the host at all.
+			hostLeft := func(prefix string) (dirs, mounts int) {
+				name := fmt.Sprintf("%s%d-", prefix, helper.Process.Pid)
 				for _, d := range uniq([]string{os.TempDir(), "/tmp"}) {
 					ents, _ := os.ReadDir(d)
 					for _, e := range ents {
-						if strings.HasPrefix(e.Name(), fmt.Sprintf("%s%d-", wsPrefix, helper.Process.Pid)) {
-							n++
+						if strings.HasPrefix(e.Name(), name) {
+							dirs++
 						}
 					}
 				}
-				return n
+				b, _ := os.ReadFile("/proc/self/mountinfo")
+				return dirs, strings.Count(string(b), "/"+name)
 			}
-			if os.Geteuid() == 0 && wsLeft() == 0 {
-				t.Fatal("the killed caller left no working directory: the sweep check would prove nothing")
+			leftPrefix := wsPrefix
+			if level == LevelNamespace {
+				leftPrefix = roPrefix
+				if d, m := hostLeft(wsPrefix); d+m != 0 {
+					t.Fatalf("a namespace run left a working directory on the host (%d dirs, %d mounts): it should live only inside the sandbox", d, m)
+				}
+			}
+			if d, m := hostLeft(leftPrefix); os.Geteuid() == 0 && (d == 0 || m == 0) {
+				t.Fatalf("the killed caller left %d %s* directories and %d mounts: the sweep check would prove nothing", d, leftPrefix, m)
 			}
 			sweepOnce, wsSweepOnce = *new(sync.Once), *new(sync.Once)
 			spec := shSpec(t, level, "echo TOKEN")
-			spec.DiskBytes = diskIfRoot() // a run that makes a working directory sweeps
 			r := run(t, spec)
 			mustToken(t, r, "TOKEN")
 			if n := left(); n != 0 {
 				t.Fatalf("%d cgroups of the dead caller not swept", n)
 			}
-			if n := wsLeft(); n != 0 {
-				t.Fatalf("%d working directories of the dead caller not swept", n)
+			if d, m := hostLeft(leftPrefix); d+m != 0 {
+				t.Fatalf("the dead caller's %d %s* directories and %d mounts not swept", d, leftPrefix, m)
 			}
 		})
 	}
@@ -106,7 +117,17 @@ func TestRunDiesWithCaller(t *testing.T) {
 func orphanHelper() {
 	level := Level(os.Getenv("RLM_ISOLATE_ORPHAN_HELPER"))
 	dir, _ := os.MkdirTemp("", "orphan-")
-	c, err := Command(context.Background(), Spec{Level: level, Argv: []string{"/bin/sh", "-c", "echo HELPER-READY; exec sleep " + os.Getenv("RLM_ISOLATE_MARKER")}, Dir: dir, MaxProcesses: 8, MemoryBytes: 64 << 20, DiskBytes: diskIfRoot()})
+	spec := Spec{Level: level, Argv: []string{"/bin/sh", "-c", "echo HELPER-READY; exec sleep " + os.Getenv("RLM_ISOLATE_MARKER")}, Dir: dir, MaxProcesses: 8, MemoryBytes: 64 << 20}
+	if level == LevelProcess {
+		spec.DiskBytes = diskIfRoot()
+	} else if os.Geteuid() == 0 {
+		// A read-only path below a 0700 directory, as pyenv's Python is
+		// below /root: staged through a bind mount on the host.
+		private, _ := os.MkdirTemp("", "orphan-ro-")
+		os.Mkdir(private+"/rt", 0o755)
+		spec.ReadOnlyPaths = []string{private + "/rt"}
+	}
+	c, err := Command(context.Background(), spec)
 	if err != nil {
 		fmt.Println("HELPER-ERROR", err)
 		os.Exit(1)

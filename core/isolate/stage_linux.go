@@ -30,10 +30,16 @@ type stage struct {
 	mounts  []string
 }
 
-func newStage(paths []string) (*stage, error) {
+func newStage(all []string) (*stage, error) {
 	st := &stage{sources: map[string]string{}}
+	var paths []string
+	for _, p := range all {
+		if !othersCanReach(p) {
+			paths = append(paths, p)
+		}
+	}
 	if len(paths) == 0 {
-		return st, nil
+		return st, nil // nothing to mount: a runtime under /usr, /opt, ...
 	}
 	// The owner's pid is in the name, so ReapOwner and the next process's
 	// sweep can unmount what a killed owner left (see reapWorkspaces).
@@ -78,6 +84,31 @@ func newStage(paths []string) (*stage, error) {
 }
 
 const roPrefix = "rlm-isolate-ro-"
+
+// othersCanReach reports whether a user with no relation to the files' owner
+// can reach p: search permission on every directory above it, and on p too
+// when it is a directory.
+func othersCanReach(p string) bool {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return false
+	}
+	if fi.IsDir() && fi.Mode().Perm()&0o005 != 0o005 {
+		return false
+	}
+	if !fi.IsDir() && fi.Mode().Perm()&0o004 == 0 {
+		return false
+	}
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == "/" {
+			return true
+		}
+	}
+}
 
 // unmountStage detaches the binds of a stage directory whose owner is gone
 // and removes it, one empty entry at a time: a bind that will not unmount

@@ -7,81 +7,89 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 )
 
-// workspace is a private copy of Spec.Dir that the program works in: a
-// size-capped tmpfs when size > 0, else a plain directory. The tmpfs is
-// mounted in the host's mount namespace (so it outlives the sandbox and can be
-// copied back), which needs CAP_SYS_ADMIN there. owner >= 0 makes the copy
-// belong to that uid/gid (the unprivileged host uid a root caller's sandbox
-// runs as).
+// workspace is the private copy of Spec.Dir that the program works in (see
+// the package doc's working directory contract): a size-capped tmpfs
+// mounted on the host for LevelProcess with DiskBytes (newWorkspace), or
+// the namespace sandbox's own /workspace tmpfs (attachWorkspace).
 type workspace struct {
 	hostDir string // the caller's Spec.Dir
-	base    string // private temp dir holding the working directory
-	mnt     string // the program's working directory (tmpfs mount point when size > 0)
+	base    string // private temp dir holding the host mount point
+	mnt     string // the program's working directory, as the host reaches it
 	size    int64
-	owner   int
-	mounted bool
+	mounted bool // mnt is a tmpfs mounted on the host
+	// held is the root of a namespace sandbox's own /workspace tmpfs
+	// (attachWorkspace); mnt then names it through /proc/self/fd, which
+	// keeps working after the sandbox's mount namespace is gone.
+	held *os.File
 }
 
-func newWorkspace(hostDir string, size int64, owner int) (*workspace, error) {
+// attachWorkspace copies hostDir into dir, the root of the /workspace tmpfs
+// of a namespace sandbox whose program has not started yet, creating every
+// entry as owner when owner >= 0, and keeps dir open so that syncBack can
+// read the results after the sandbox has died. The workspace owns dir from
+// here on, also when it fails.
+func attachWorkspace(hostDir string, dir *os.File, size int64, owner int) (*workspace, error) {
+	// "/." makes the path walkable: lstat of the bare magic link would not
+	// follow it.
+	w := &workspace{hostDir: hostDir, mnt: "/proc/self/fd/" + strconv.Itoa(int(dir.Fd())) + "/.", size: size, held: dir}
+	if err := w.copyIn(owner); err != nil {
+		w.remove()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *workspace) copyIn(owner int) error {
+	err := copyTree(w.hostDir, w.mnt, owner)
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("the input files in %s do not fit in the working directory's size cap of %d bytes: raise the disk limit (--max-disk): %w", w.hostDir, w.size, err)
+	}
+	if err != nil {
+		return fmt.Errorf("copy input files into the working directory: %w", err)
+	}
+	return nil
+}
+
+// newWorkspace mounts a tmpfs of size bytes on the host and copies hostDir
+// into it; it needs CAP_SYS_ADMIN in the host mount namespace.
+func newWorkspace(hostDir string, size int64) (*workspace, error) {
 	// The owner's pid in the name lets ReapOwner and the stale sweep find
 	// the directory when this process is killed before its cleanup (the
 	// directory may be in /tmp, outside any directory the host removes).
 	sweepStaleWorkspaces()
-	base, err := os.MkdirTemp(sandboxTempDir(owner >= 0), wsPrefix+strconv.Itoa(os.Getpid())+"-")
+	base, err := os.MkdirTemp(sandboxTempDir(false), wsPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, fmt.Errorf("private working directory: %w", err)
 	}
-	w := &workspace{hostDir: hostDir, base: base, mnt: filepath.Join(base, "w"), size: size, owner: owner}
-	if owner >= 0 {
-		// The sandbox's uid must reach w (traverse only; it cannot list base).
-		if err := reachableBy(base, 0o711); err != nil {
-			w.remove()
-			return nil, err
-		}
-	}
+	w := &workspace{hostDir: hostDir, base: base, mnt: filepath.Join(base, "w"), size: size}
 	if err := os.Mkdir(w.mnt, 0o700); err != nil {
 		w.remove()
 		return nil, err
 	}
-	if size > 0 {
-		inodes := size / 1024
-		if inodes < 4096 {
-			inodes = 4096
-		}
-		opts := "size=" + strconv.FormatInt(size, 10) + ",nr_inodes=" + strconv.FormatInt(inodes, 10) + ",mode=0700"
-		if owner >= 0 {
-			opts += ",uid=" + strconv.Itoa(owner) + ",gid=" + strconv.Itoa(owner)
-		}
-		if err := syscall.Mount("tmpfs", w.mnt, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
-			w.remove()
-			return nil, fmt.Errorf("cannot cap the working directory's total size: mount tmpfs on %s: %w (this needs root, i.e. CAP_SYS_ADMIN in the host mount namespace; run rlm as root or set no disk limit)", w.mnt, err)
-		}
-		w.mounted = true
-	} else if owner >= 0 {
-		if err := os.Lchown(w.mnt, owner, owner); err != nil {
-			w.remove()
-			return nil, err
-		}
-	}
-	if err := copyTree(hostDir, w.mnt, owner); err != nil {
+	inodes := max(size/1024, 4096)
+	opts := "size=" + strconv.FormatInt(size, 10) + ",nr_inodes=" + strconv.FormatInt(inodes, 10) + ",mode=0700"
+	if err := syscall.Mount("tmpfs", w.mnt, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
 		w.remove()
-		if errors.Is(err, syscall.ENOSPC) {
-			return nil, fmt.Errorf("the input files in %s do not fit in the working directory's size cap of %d bytes: %w", hostDir, size, err)
-		}
-		return nil, fmt.Errorf("copy input files into the working directory: %w", err)
+		return nil, fmt.Errorf("cannot cap the working directory's total size: mount tmpfs on %s: %w (this needs root, i.e. CAP_SYS_ADMIN in the host mount namespace; run rlm as root, use isolation namespace, or set no disk limit)", w.mnt, err)
+	}
+	w.mounted = true
+	if err := w.copyIn(-1); err != nil {
+		w.remove()
+		return nil, err
 	}
 	return w, nil
 }
 
 // full reports whether the program filled the tmpfs (bytes or inodes).
 func (w *workspace) full() bool {
-	if !w.mounted {
+	if !w.mounted && w.held == nil {
 		return false
 	}
 	var st syscall.Statfs_t
@@ -97,6 +105,12 @@ func (w *workspace) remove() error {
 		return nil
 	}
 	var errs []error
+	if w.held != nil {
+		// The last reference to a dead sandbox's tmpfs: closing it frees the
+		// memory.
+		w.held.Close()
+		w.held = nil
+	}
 	if w.mounted {
 		if err := syscall.Unmount(w.mnt, 0); err != nil {
 			// Busy only if something still holds it open; detach so it goes
@@ -175,31 +189,59 @@ func copyTree(src, dst string, owner int) error {
 		}
 		switch {
 		case d.IsDir():
-			err = os.Mkdir(target, info.Mode().Perm()|0o700)
+			err = asOwner(owner, func() error { return os.Mkdir(target, info.Mode().Perm()|0o700) })
 		case d.Type().IsRegular():
-			err = copyFile(p, target, info)
+			err = copyFile(p, target, info, owner)
 		case d.Type()&fs.ModeSymlink != 0:
 			var link string
 			if link, err = os.Readlink(p); err == nil {
-				err = os.Symlink(link, target)
+				err = asOwner(owner, func() error { return os.Symlink(link, target) })
 			}
 		default:
 			return nil // sockets, fifos, devices are not inputs
-		}
-		if err == nil && owner >= 0 {
-			err = os.Lchown(target, owner, owner)
 		}
 		return err
 	})
 }
 
-func copyFile(src, dst string, info fs.FileInfo) error {
+// asOwner runs create with the calling thread's file-system uid and gid set
+// to owner (when owner >= 0), so what it creates belongs to owner from the
+// start. A tmpfs that bwrap mounted inside the sandbox's user namespace
+// refuses inodes owned by a uid that namespace does not map (EOVERFLOW for
+// host root), so chown afterwards is not possible there.
+func asOwner(owner int, create func() error) error {
+	if owner < 0 {
+		return create()
+	}
+	runtime.LockOSThread()
+	prevGID, _, _ := syscall.RawSyscall(syscall.SYS_SETFSGID, uintptr(owner), 0, 0)
+	prevUID, _, _ := syscall.RawSyscall(syscall.SYS_SETFSUID, uintptr(owner), 0, 0)
+	err := create()
+	syscall.RawSyscall(syscall.SYS_SETFSUID, prevUID, 0, 0)
+	syscall.RawSyscall(syscall.SYS_SETFSGID, prevGID, 0, 0)
+	// setfsuid reports the previous value, never an error: check by
+	// asking again (-1 changes nothing). A thread that could not go back
+	// stays locked, so Go discards it when this goroutine ends instead of
+	// reusing it with the wrong identity.
+	if cur, _, _ := syscall.RawSyscall(syscall.SYS_SETFSUID, ^uintptr(0), 0, 0); cur == prevUID {
+		if cur, _, _ := syscall.RawSyscall(syscall.SYS_SETFSGID, ^uintptr(0), 0, 0); cur == prevGID {
+			runtime.UnlockOSThread()
+		}
+	}
+	return err
+}
+
+func copyFile(src, dst string, info fs.FileInfo, owner int) error {
 	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, info.Mode().Perm()|0o600)
+	var out *os.File
+	err = asOwner(owner, func() (err error) {
+		out, err = os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, info.Mode().Perm()|0o600)
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func (l *LimitFlags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&l.Isolation, "isolation", "", "sandbox of the code: auto (the strongest this host and the runtime's plugin both support), none, process or namespace (default from config: auto)")
 	fs.StringVar(&l.Memory, "memory", "", "memory limit, e.g. 256MiB (default from config: 1GiB; 0: none)")
 	fs.Int64Var(&l.MaxProcesses, "max-processes", 0, "processes the code may run at once (default from config: 256; 0: none)")
-	fs.StringVar(&l.MaxDisk, "max-disk", "", "total size the working directory may grow to, e.g. 64MiB (needs root; default: none)")
+	fs.StringVar(&l.MaxDisk, "max-disk", "", "total size the working directory may grow to, e.g. 64MiB (default under namespace: 1GiB or half of --memory, whichever is smaller; under process it needs root and defaults to none)")
 	fs.DurationVar(&l.CPU, "cpu", 0, "CPU time limit, whole seconds, e.g. 10s (default: none)")
 	fs.BoolVar(&l.AllowNetwork, "allow-network", false, "keep the host network under --isolation namespace")
 }
