@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/rlmkit/rlm/core/proctree"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -428,7 +429,7 @@ var sweepOnce sync.Once
 func sweepStaleCgroups() {
 	sweepOnce.Do(func() {
 		reapCgroups(func(pid int) bool {
-			return pid != os.Getpid() && syscall.Kill(pid, 0) != nil
+			return pid != os.Getpid() && !proctree.Alive(pid)
 		})
 	})
 }

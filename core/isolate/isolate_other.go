@@ -43,3 +43,9 @@ func (c *Cmd) HostWorkdir() string { return "" }
 
 // ReapOwner does nothing outside Linux, where Command runs nothing.
 func ReapOwner(owner int, tmpDirs ...string) {}
+
+// SweepDead does nothing where runs make no mounts.
+func SweepDead(string) {}
+
+// HasMountsBelow is false where runs make no mounts.
+func HasMountsBelow(string) bool { return false }

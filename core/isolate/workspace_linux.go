@@ -3,6 +3,7 @@ package isolate
 import (
 	"errors"
 	"fmt"
+	"github.com/rlmkit/rlm/core/proctree"
 	"io"
 	"io/fs"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"unsafe"
 )
 
 // workspace is the private copy of Spec.Dir that the program works in (see
@@ -209,16 +211,31 @@ func copyTree(src, dst string, owner int) error {
 // start. A tmpfs that bwrap mounted inside the sandbox's user namespace
 // refuses inodes owned by a uid that namespace does not map (EOVERFLOW for
 // host root), so chown afterwards is not possible there.
+//
+// Changing the file-system uid clears the thread's parent-death signal, and
+// for the main thread that is the process's: a plugin that did this would
+// survive its host's SIGKILL. So the signal is read first and set again
+// afterwards, and if the parent died in between (the process was
+// re-parented), the signal is delivered now, as the kernel would have.
 func asOwner(owner int, create func() error) error {
 	if owner < 0 {
 		return create()
 	}
 	runtime.LockOSThread()
+	var deathSig int32
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_GET_PDEATHSIG, uintptr(unsafe.Pointer(&deathSig)), 0)
+	ppid := syscall.Getppid()
 	prevGID, _, _ := syscall.RawSyscall(syscall.SYS_SETFSGID, uintptr(owner), 0, 0)
 	prevUID, _, _ := syscall.RawSyscall(syscall.SYS_SETFSUID, uintptr(owner), 0, 0)
 	err := create()
 	syscall.RawSyscall(syscall.SYS_SETFSUID, prevUID, 0, 0)
 	syscall.RawSyscall(syscall.SYS_SETFSGID, prevGID, 0, 0)
+	if deathSig != 0 {
+		_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(deathSig), 0)
+		if syscall.Getppid() != ppid {
+			_ = syscall.Kill(syscall.Getpid(), syscall.Signal(deathSig))
+		}
+	}
 	// setfsuid reports the previous value, never an error: check by
 	// asking again (-1 changes nothing). A thread that could not go back
 	// stays locked, so Go discards it when this goroutine ends instead of
@@ -371,10 +388,36 @@ var wsSweepOnce sync.Once
 // whose process died before its cleanup. It runs once per process.
 func sweepStaleWorkspaces() {
 	wsSweepOnce.Do(func() {
-		reapWorkspaces(func(pid int) bool {
-			return pid != os.Getpid() && syscall.Kill(pid, 0) != nil
-		})
+		reapWorkspaces(deadOwner)
 	})
+}
+
+func deadOwner(pid int) bool { return pid != os.Getpid() && !proctree.Alive(pid) }
+
+// SweepDead unmounts and removes, in dir, the working directories and
+// read-only stages whose owner process is dead: the TMPDIR of a plugin
+// whose host was killed, before the host's successor removes it.
+func SweepDead(dir string) { reapWorkspaces(deadOwner, dir) }
+
+// HasMountsBelow reports whether anything is mounted at or below dir, which
+// must then not be removed recursively.
+func HasMountsBelow(dir string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return true // cannot tell: assume the worst
+	}
+	dir = filepath.Clean(dir)
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		mp := strings.ReplaceAll(f[4], `\040`, " ")
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // reapWorkspaces unmounts and removes the rlm-isolate-ws-PID-* directories

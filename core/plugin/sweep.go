@@ -1,14 +1,14 @@
 package plugin
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
-	"syscall"
+
+	"github.com/rlmkit/rlm/core/isolate"
+	"github.com/rlmkit/rlm/core/proctree"
 )
 
 // sockDirPrefix starts the name of the directory a host makes for each
@@ -27,33 +27,17 @@ func sweepStaleDirs() {
 	for _, dir := range matches {
 		var pid int
 		rest := strings.TrimPrefix(filepath.Base(dir), sockDirPrefix)
-		if n, _ := fmt.Sscanf(rest, "%d-", &pid); n != 1 || pid <= 0 || pid == os.Getpid() || alive(pid) {
+		if n, _ := fmt.Sscanf(rest, "%d-", &pid); n != 1 || pid <= 0 || pid == os.Getpid() || proctree.Alive(pid) {
+			continue
+		}
+		// The dead host's plugins were its plugins' TMPDIR: a sandbox's
+		// read-only stage (a bind mount of a runtime's files) may still be
+		// there. Unmount what dead owners left first, and never RemoveAll
+		// over a mount.
+		isolate.SweepDead(dir)
+		if isolate.HasMountsBelow(dir) {
 			continue
 		}
 		_ = os.RemoveAll(dir)
 	}
-}
-
-// alive reports whether process pid exists and is not a zombie (a process
-// of another user counts: signalling it is refused, not unknown).
-func alive(pid int) bool {
-	p, err := os.FindProcess(pid)
-	if err != nil {
-		return false
-	}
-	if runtime.GOOS == "windows" {
-		return true
-	}
-	err = p.Signal(syscall.Signal(0))
-	if err != nil {
-		return errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EPERM)
-	}
-	// A zombie answers signal 0 but is dead; where PID 1 never reaps (some
-	// containers), a killed daemon stays one for good.
-	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
-			return false
-		}
-	}
-	return true
 }

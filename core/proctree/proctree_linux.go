@@ -67,6 +67,22 @@ func Children() map[int]byte {
 	return out
 }
 
+// Alive reports whether process pid exists and is not a zombie. A process of
+// another user counts as alive (signalling it is refused, not unknown). A
+// zombie answers signal 0 but is dead, and where PID 1 reaps late or never
+// (some containers) a killed process stays one for a while: the sweeps that
+// clean up after dead owners must not mistake it for a live one.
+func Alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && err != syscall.EPERM {
+		return false
+	}
+	_, state, ok := stat(pid)
+	return ok && state != 'Z' && state != 'X'
+}
+
 // stat reads ppid and state from /proc/PID/stat; the command name may hold
 // spaces and parentheses, so parse after the last ')'.
 func stat(pid int) (ppid int, state byte, ok bool) {

@@ -23,3 +23,10 @@ func KeepDescriptorsHome() {
 		syscall.CloseOnExec(fd)
 	}
 }
+
+// Alive reports whether process pid exists (a zombie counts: there is no
+// portable way to tell).
+func Alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return pid > 0 && (err == nil || err == syscall.EPERM)
+}
