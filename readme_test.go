@@ -10,8 +10,9 @@ import (
 )
 
 // TestReadmeTestCommandSetsUp checks that the README's test command does
-// the set-up a fresh machine needs: `make test` runs .ci/setup before any
-// build or test, so nobody has to know to run it first.
+// the set-up a fresh machine needs: `./make.sh test` installs make and the
+// like when missing and runs `make test`, which runs .ci/setup before any
+// build or test, so nobody has to know to run it first; CI runs the same.
 func TestReadmeTestCommandSetsUp(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("make not installed")
@@ -20,8 +21,16 @@ func TestReadmeTestCommandSetsUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), "make test ") {
-		t.Fatal("README no longer shows `make test`; update this test with its new test command")
+	if !strings.Contains(string(readme), "./make.sh test ") {
+		t.Fatal("README no longer shows `./make.sh test`; update this test with its new test command")
+	}
+	ci, err := os.ReadFile(".ci/run")
+	if err != nil || !strings.Contains(string(ci), "./make.sh test") {
+		t.Fatalf("CI (.ci/run) must run the README's test command ./make.sh test (%v)", err)
+	}
+	sh, err := os.ReadFile("make.sh")
+	if err != nil || !strings.Contains(string(sh), `exec make "$@"`) {
+		t.Fatalf("make.sh must end by running make with its arguments (%v)", err)
 	}
 	cmd := exec.Command("make", "-n", "test")
 	cmd.Dir = "."
