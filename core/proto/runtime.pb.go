@@ -771,8 +771,13 @@ type Result struct {
 	DurationUs      int64                  `protobuf:"varint,18,opt,name=duration_us,json=durationUs,proto3" json:"duration_us,omitempty"` // finer than duration_ms for warm cells
 	InstallMs       int64                  `protobuf:"varint,19,opt,name=install_ms,json=installMs,proto3" json:"install_ms,omitempty"`
 	InstallCached   bool                   `protobuf:"varint,20,opt,name=install_cached,json=installCached,proto3" json:"install_cached,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// value is the repr of a session cell's final expression statement (as
+	// Jupyter shows it), capped like output (head and tail kept). Unset when
+	// the cell ends in any other statement, the value is None, or for
+	// programs.
+	Value         *string `protobuf:"bytes,21,opt,name=value,proto3,oneof" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
@@ -943,6 +948,13 @@ func (x *Result) GetInstallCached() bool {
 		return x.InstallCached
 	}
 	return false
+}
+
+func (x *Result) GetValue() string {
+	if x != nil && x.Value != nil {
+		return *x.Value
+	}
+	return ""
 }
 
 type CheckRequest struct {
@@ -1264,10 +1276,17 @@ func (x *OpenSession) GetRuntime() string {
 }
 
 type Execute struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Code          []byte                 `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
-	TimeoutMs     int64                  `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"` // 0: the session's wall limit
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Code      []byte                 `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	TimeoutMs int64                  `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"` // 0: the session's wall limit
+	// files are written into the session's working directory before the cell
+	// runs, replacing files of the same name. Paths are relative and stay
+	// inside the directory: no "..", no absolute path, no symlink on the way.
+	Files []*File `protobuf:"bytes,4,rep,name=files,proto3" json:"files,omitempty"`
+	// return_files asks for the files the cell created or changed in the
+	// working directory, in Result.files, as RunRequest.return_files does.
+	ReturnFiles   bool `protobuf:"varint,5,opt,name=return_files,json=returnFiles,proto3" json:"return_files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1321,6 +1340,20 @@ func (x *Execute) GetTimeoutMs() int64 {
 		return x.TimeoutMs
 	}
 	return 0
+}
+
+func (x *Execute) GetFiles() []*File {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *Execute) GetReturnFiles() bool {
+	if x != nil {
+		return x.ReturnFiles
+	}
+	return false
 }
 
 type GetVariable struct {
@@ -1699,9 +1732,13 @@ func (x *Opened) GetStartupMs() int64 {
 }
 
 type CellResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Result        *Result                `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Id     uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Result *Result                `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	// files_error says why Execute.files could not be written (a path
+	// through a symlink, a directory in the way, the disk full); the cell did
+	// not run and result is unset.
+	FilesError    string `protobuf:"bytes,3,opt,name=files_error,json=filesError,proto3" json:"files_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1748,6 +1785,13 @@ func (x *CellResult) GetResult() *Result {
 		return x.Result
 	}
 	return nil
+}
+
+func (x *CellResult) GetFilesError() string {
+	if x != nil {
+		return x.FilesError
+	}
+	return ""
 }
 
 type Variable struct {
@@ -2020,7 +2064,7 @@ const file_runtime_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"1\n" +
 	"\aContext\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x12\n" +
-	"\x04kind\x18\x02 \x01(\tR\x04kind\"\xad\x05\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\"\xd2\x05\n" +
 	"\x06Result\x12\x16\n" +
 	"\x06stdout\x18\x01 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x02 \x01(\fR\x06stderr\x12%\n" +
@@ -2046,7 +2090,9 @@ const file_runtime_proto_rawDesc = "" +
 	"durationUs\x12\x1d\n" +
 	"\n" +
 	"install_ms\x18\x13 \x01(\x03R\tinstallMs\x12%\n" +
-	"\x0einstall_cached\x18\x14 \x01(\bR\rinstallCached\"<\n" +
+	"\x0einstall_cached\x18\x14 \x01(\bR\rinstallCached\x12\x19\n" +
+	"\x05value\x18\x15 \x01(\tH\x00R\x05value\x88\x01\x01B\b\n" +
+	"\x06_value\"<\n" +
 	"\fCheckRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\fR\x04code\x12\x18\n" +
 	"\aruntime\x18\x02 \x01(\tR\aruntime\"9\n" +
@@ -2068,12 +2114,14 @@ const file_runtime_proto_rawDesc = "" +
 	"\aruntime\x18\x04 \x01(\tR\aruntime\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"L\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x9b\x01\n" +
 	"\aExecute\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\fR\x04code\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\"1\n" +
+	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12*\n" +
+	"\x05files\x18\x04 \x03(\v2\x14.rlm.runtime.v1.FileR\x05files\x12!\n" +
+	"\freturn_files\x18\x05 \x01(\bR\vreturnFiles\"1\n" +
 	"\vGetVariable\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"\b\n" +
@@ -2094,11 +2142,13 @@ const file_runtime_proto_rawDesc = "" +
 	"\x0fruntime_version\x18\x01 \x01(\tR\x0eruntimeVersion\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12\x1d\n" +
 	"\n" +
-	"startup_ms\x18\x03 \x01(\x03R\tstartupMs\"L\n" +
+	"startup_ms\x18\x03 \x01(\x03R\tstartupMs\"m\n" +
 	"\n" +
 	"CellResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12.\n" +
-	"\x06result\x18\x02 \x01(\v2\x16.rlm.runtime.v1.ResultR\x06result\"Z\n" +
+	"\x06result\x18\x02 \x01(\v2\x16.rlm.runtime.v1.ResultR\x06result\x12\x1f\n" +
+	"\vfiles_error\x18\x03 \x01(\tR\n" +
+	"filesError\"Z\n" +
 	"\bVariable\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05found\x18\x02 \x01(\bR\x05found\x12\x12\n" +
@@ -2197,25 +2247,26 @@ var file_runtime_proto_depIdxs = []int32{
 	7,  // 13: rlm.runtime.v1.OpenSession.context:type_name -> rlm.runtime.v1.Context
 	3,  // 14: rlm.runtime.v1.OpenSession.limits:type_name -> rlm.runtime.v1.Limits
 	25, // 15: rlm.runtime.v1.OpenSession.env:type_name -> rlm.runtime.v1.OpenSession.EnvEntry
-	19, // 16: rlm.runtime.v1.SessionResponse.opened:type_name -> rlm.runtime.v1.Opened
-	20, // 17: rlm.runtime.v1.SessionResponse.result:type_name -> rlm.runtime.v1.CellResult
-	21, // 18: rlm.runtime.v1.SessionResponse.variable:type_name -> rlm.runtime.v1.Variable
-	22, // 19: rlm.runtime.v1.SessionResponse.callback:type_name -> rlm.runtime.v1.Callback
-	23, // 20: rlm.runtime.v1.SessionResponse.error:type_name -> rlm.runtime.v1.SessionError
-	8,  // 21: rlm.runtime.v1.CellResult.result:type_name -> rlm.runtime.v1.Result
-	1,  // 22: rlm.runtime.v1.Runtime.Info:input_type -> rlm.runtime.v1.InfoRequest
-	6,  // 23: rlm.runtime.v1.Runtime.Run:input_type -> rlm.runtime.v1.RunRequest
-	9,  // 24: rlm.runtime.v1.Runtime.Check:input_type -> rlm.runtime.v1.CheckRequest
-	11, // 25: rlm.runtime.v1.Runtime.Session:input_type -> rlm.runtime.v1.SessionRequest
-	2,  // 26: rlm.runtime.v1.Runtime.Info:output_type -> rlm.runtime.v1.InfoResponse
-	8,  // 27: rlm.runtime.v1.Runtime.Run:output_type -> rlm.runtime.v1.Result
-	10, // 28: rlm.runtime.v1.Runtime.Check:output_type -> rlm.runtime.v1.CheckResponse
-	18, // 29: rlm.runtime.v1.Runtime.Session:output_type -> rlm.runtime.v1.SessionResponse
-	26, // [26:30] is the sub-list for method output_type
-	22, // [22:26] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	4,  // 16: rlm.runtime.v1.Execute.files:type_name -> rlm.runtime.v1.File
+	19, // 17: rlm.runtime.v1.SessionResponse.opened:type_name -> rlm.runtime.v1.Opened
+	20, // 18: rlm.runtime.v1.SessionResponse.result:type_name -> rlm.runtime.v1.CellResult
+	21, // 19: rlm.runtime.v1.SessionResponse.variable:type_name -> rlm.runtime.v1.Variable
+	22, // 20: rlm.runtime.v1.SessionResponse.callback:type_name -> rlm.runtime.v1.Callback
+	23, // 21: rlm.runtime.v1.SessionResponse.error:type_name -> rlm.runtime.v1.SessionError
+	8,  // 22: rlm.runtime.v1.CellResult.result:type_name -> rlm.runtime.v1.Result
+	1,  // 23: rlm.runtime.v1.Runtime.Info:input_type -> rlm.runtime.v1.InfoRequest
+	6,  // 24: rlm.runtime.v1.Runtime.Run:input_type -> rlm.runtime.v1.RunRequest
+	9,  // 25: rlm.runtime.v1.Runtime.Check:input_type -> rlm.runtime.v1.CheckRequest
+	11, // 26: rlm.runtime.v1.Runtime.Session:input_type -> rlm.runtime.v1.SessionRequest
+	2,  // 27: rlm.runtime.v1.Runtime.Info:output_type -> rlm.runtime.v1.InfoResponse
+	8,  // 28: rlm.runtime.v1.Runtime.Run:output_type -> rlm.runtime.v1.Result
+	10, // 29: rlm.runtime.v1.Runtime.Check:output_type -> rlm.runtime.v1.CheckResponse
+	18, // 30: rlm.runtime.v1.Runtime.Session:output_type -> rlm.runtime.v1.SessionResponse
+	27, // [27:31] is the sub-list for method output_type
+	23, // [23:27] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_runtime_proto_init() }
@@ -2223,6 +2274,7 @@ func file_runtime_proto_init() {
 	if File_runtime_proto != nil {
 		return
 	}
+	file_runtime_proto_msgTypes[7].OneofWrappers = []any{}
 	file_runtime_proto_msgTypes[10].OneofWrappers = []any{
 		(*SessionRequest_Open)(nil),
 		(*SessionRequest_Execute)(nil),
