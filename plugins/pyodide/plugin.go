@@ -229,6 +229,10 @@ func toProto(r *Result) *pb.Result {
 			out.ExitCode = 1
 		}
 	}
+	if r.Value != "" {
+		v := r.Value
+		out.Value = &v
+	}
 	if r.EndedBy != EndedExit && r.Error != "" && !strings.Contains(string(out.Stderr), r.Error) {
 		out.Stderr = append(out.Stderr, []byte(r.Error+"\n")...)
 	}

@@ -1,12 +1,14 @@
-# REPL driver for the pyodide backend, run with `python -c` inside the guest.
-# It talks to the host over /rlm/io/chan (newline-delimited JSON), which it
-# opens before any user code runs and which cannot be opened twice. User
-# code's stdout/stderr go to the captured streams, never to the channel.
+# REPL driver for the pyodide backend, run with `python -c` inside the guest
+# after plugins/internal/pycell/cell.py (how a cell runs, shared with the
+# native driver). It talks to the host over /rlm/io/chan (newline-delimited
+# JSON), which it opens before any user code runs and which cannot be opened
+# twice. User code's stdout/stderr go to the captured streams, never to the
+# channel.
 import sys
 
 
 def _rlm_driver(ctx_kind):
-    import os, json, _ast
+    import os, json
 
     os.chdir('/app')
     sys.path[0:1] = ['/app', '/app/site-packages']
@@ -164,19 +166,7 @@ def _rlm_driver(ctx_kind):
     opened_context = [g['context']]
     reserved = set(g) - {'context'}
 
-    def run_cell(code):
-        # The C-level _ast, not the ast module: importing ast (and enum with
-        # it) would add start-up time to every session.
-        tree = compile(code, '<cell>', 'exec', _ast.PyCF_ONLY_AST)
-        last = None
-        if tree.body and isinstance(tree.body[-1], _ast.Expr):
-            last = _ast.Expression(tree.body.pop().value)
-        exec(compile(tree, '<cell>', 'exec'), g)
-        if last is not None:
-            v = eval(compile(last, '<cell>', 'eval'), g)
-            if v is not None:
-                return repr(v)
-        return None
+    own = sys._getframe().f_code.co_filename  # the driver's frames: '<string>'
 
     send({'type': 'ready'})
     while True:
@@ -185,11 +175,13 @@ def _rlm_driver(ctx_kind):
         if op == 'exec':
             value = error = None
             try:
-                value = run_cell(msg['code'])
+                # cell.py: runs the cell, returns the repr of a final expression
+                value = _rlm_cell_run(msg['code'], '<cell>', g, msg.get('max_value', 1 << 20))
             except BaseException as e:  # SystemExit and KeyboardInterrupt too: the loop must survive
                 import traceback
                 tb = e.__traceback__
-                tb = tb.tb_next.tb_next if tb is not None and tb.tb_next is not None else None
+                while tb is not None and tb.tb_frame.f_code.co_filename == own:
+                    tb = tb.tb_next
                 if isinstance(e, SyntaxError):
                     tb = None
                 if isinstance(e, SystemExit):

@@ -15,6 +15,7 @@ import (
 	"github.com/rlmkit/rlm/core/capbuf"
 	"github.com/rlmkit/rlm/core/plugin"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/plugins/internal/pycell"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/chanfs"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/fuel"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/memalloc"
@@ -27,10 +28,12 @@ import (
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 )
 
-// driver is the REPL server run inside the guest (see repl_driver.py).
-//
 //go:embed repl_driver.py
-var driver string
+var replDriver string
+
+// driver is the REPL server run inside the guest: the cell semantics shared
+// with the native REPL (plugins/internal/pycell), then repl_driver.py.
+var driver = pycell.Source + "\n" + replDriver
 
 // CallbackFunc answers a guest's llm_query or rlm_query (batched forms carry
 // several prompts; one result each, in order). An error is raised in the
@@ -351,7 +354,7 @@ func (s *Session) Execute(ctx context.Context, cell CellSpec) (*Result, error) {
 
 	inst.nextID++
 	id := inst.nextID
-	req, _ := json.Marshal(map[string]any{"op": "exec", "id": id, "code": cell.Code})
+	req, _ := json.Marshal(map[string]any{"op": "exec", "id": id, "code": cell.Code, "max_value": outMax})
 	inst.fuel.Set(uint64(fuelLimit))
 	start := time.Now()
 	if !inst.ch.Send(req) {

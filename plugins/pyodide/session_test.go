@@ -226,3 +226,33 @@ func TestSessionFilesAndMemory(t *testing.T) {
 		t.Fatal("user code opened the protocol channel")
 	}
 }
+
+// A cell's result is the native REPL's (plugins/internal/pycell): the repr
+// of a final expression, none for a statement, None or a semicolon, capped
+// like output; tracebacks still start at the cell.
+func TestSessionCellValue(t *testing.T) {
+	s := openSession(t, SessionSpec{})
+	for _, c := range []struct{ code, want string }{
+		{"1 + 1", "2"},
+		{"x = 5", ""},
+		{"print('hi')\nx * 2", "10"},
+		{"None", ""},
+		{"x;", ""},
+		{"(x +\n 1)", "6"},
+		{"class R:\n    def __repr__(self): raise ValueError('no')\nR()", "<unrepresentable R: ValueError>"},
+	} {
+		if res := cell(t, s, CellSpec{Code: c.code}); !res.Success || res.Value != c.want {
+			dump(t, res)
+			t.Errorf("%q: value %q, want %q", c.code, res.Value, c.want)
+		}
+	}
+	res := cell(t, s, CellSpec{Code: "'a' * 5000 + 'z' * 5000", MaxOutputBytes: 1000})
+	if v := res.Value; len(v) > 1100 || !strings.HasPrefix(v, "'aaa") || !strings.HasSuffix(v, "zzz'") || !strings.Contains(v, "bytes omitted") {
+		t.Fatalf("long value: %q", v)
+	}
+	res = cell(t, s, CellSpec{Code: "x\n1/0"})
+	if res.Value != "" || !bytes.Contains(res.Stderr, []byte("Traceback (most recent call last):\n  File \"<cell>\", line 2")) {
+		dump(t, res)
+		t.Fatal("failing cell")
+	}
+}

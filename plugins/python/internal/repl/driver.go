@@ -18,10 +18,16 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rlmkit/rlm/plugins/internal/pycell"
 )
 
 //go:embed driver.py
-var driverSource string
+var driverPy string
+
+// driverSource is what the interpreter runs: the cell semantics shared with
+// the WebAssembly REPL (plugins/internal/pycell), then driver.py.
+var driverSource = pycell.Source + "\n" + driverPy
 
 // bootstrap runs the embedded driver under the file name <rlm-driver>, which
 // the driver uses to cut its own frames out of user tracebacks. It keeps the

@@ -1,7 +1,7 @@
 # rlm Python REPL driver.
 #
 # Embedded in the Go host (driver.go) and started as
-#   python -c "<bootstrap>" <this source>
+#   python -c "<bootstrap>" <plugins/internal/pycell/cell.py + this source>
 # (or from its marshalled code object, see driver.go), so its frames carry
 # the file name <rlm-driver> and can be cut out of user tracebacks.
 # Python 3.8+.
@@ -465,14 +465,15 @@ def _run_cell(p):
     cell = p.get("cell", 0)
     name = "<cell %d>" % p.get("cell", 0)
     _cells[name] = code
-    res = {"exit_code": 0, "error": "", "interrupted": False}
+    res = {"exit_code": 0, "error": "", "interrupted": False, "value": None}
     try:
         try:
             _pending = False
             _running = True
             if _sigint_seen and _interrupt_requested(cell):  # interrupted before it started
                 raise KeyboardInterrupt
-            exec(compile(code, name, "exec", dont_inherit=True), _ns)
+            # cell.py: runs the cell, returns the repr of a final expression
+            res["value"] = _rlm_cell_run(code, name, _ns, p.get("max_value", 1 << 20))
         finally:
             _running = False
     except SystemExit as e:
@@ -626,13 +627,14 @@ try:
 except ImportError:  # pragma: no cover - CPython always has _json
     from json.encoder import encode_basestring_ascii as _quote
 
-_CELL_REPLY = '{"jsonrpc":"2.0","id":%d,"result":{"exit_code":%d,"error":%s,"interrupted":%s,"marker_out":%s,"marker_err":%s}}'
+_CELL_REPLY = '{"jsonrpc":"2.0","id":%d,"result":{"exit_code":%d,"error":%s,"interrupted":%s,"marker_out":%s,"marker_err":%s,"value":%s}}'
 _TF = ("false", "true")
 
 
 def _cell_reply(mid, r):
     # the per-cell reply, formatted directly: several times cheaper than
     # json.dumps of the nested dicts
+    v = r.get("value")
     return _CELL_REPLY % (
         mid,
         r["exit_code"],
@@ -640,6 +642,7 @@ def _cell_reply(mid, r):
         _TF[r["interrupted"]],
         _TF[r.get("marker_out", False)],
         _TF[r.get("marker_err", False)],
+        "null" if v is None else _quote(v),
     )
 
 

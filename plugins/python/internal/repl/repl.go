@@ -26,8 +26,12 @@
 // # Notes
 //
 //   - Cells run with script semantics: the value of a final expression is not
-//     printed (use print). Each cell is compiled as "<cell N>", so tracebacks
-//     name the cell and line; the driver's own frames are removed.
+//     printed (use print); as in a Jupyter notebook its repr is the result's
+//     Value (none when the cell ends in another statement or a semicolon, or
+//     the value is None), capped at MaxOutputBytes with head and tail kept.
+//     The code doing this is shared with the WebAssembly REPL
+//     (plugins/internal/pycell). Each cell is compiled as "<cell N>", so
+//     tracebacks name the cell and line; the driver's own frames are removed.
 //   - Timeouts and cancellation first raise KeyboardInterrupt in the cell
 //     (SIGINT, state kept). A cell still running Config.Grace later is killed
 //     with its whole process group, a fresh interpreter is started with the
@@ -317,14 +321,17 @@ type execParams struct {
 	Code   string `json:"code"`
 	Cell   int    `json:"cell"`
 	Marker string `json:"marker"`
+	// MaxValue caps the result's repr in bytes, as output is capped.
+	MaxValue int64 `json:"max_value"`
 }
 
 type cellReply struct {
-	ExitCode    int32  `json:"exit_code"`
-	Error       string `json:"error"`
-	Interrupted bool   `json:"interrupted"`
-	MarkerOut   bool   `json:"marker_out"`
-	MarkerErr   bool   `json:"marker_err"`
+	ExitCode    int32   `json:"exit_code"`
+	Error       string  `json:"error"`
+	Interrupted bool    `json:"interrupted"`
+	MarkerOut   bool    `json:"marker_out"`
+	MarkerErr   bool    `json:"marker_err"`
+	Value       *string `json:"value"`
 }
 
 // Execute runs code as the next cell. timeout <= 0 means no timeout. cb
@@ -360,7 +367,7 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 	defer cbCancel()
 
 	start := time.Now()
-	if err := d.send(request{JSONRPC: "2.0", ID: id, Method: "execute", Params: execParams{Code: code, Cell: cell, Marker: marker}}, nil); err != nil {
+	if err := d.send(request{JSONRPC: "2.0", ID: id, Method: "execute", Params: execParams{Code: code, Cell: cell, Marker: marker, MaxValue: p.cfg.MaxOutputBytes}}, nil); err != nil {
 		return p.crashed(d, start, "sending the cell failed: "+err.Error())
 	}
 
@@ -455,6 +462,7 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 	res := buildResult(outC, errC, start)
 	res.ExitCode = reply.ExitCode
 	res.Error = reply.Error
+	res.Value = reply.Value
 	res.EndedBy = proto.EndedBy_EXIT
 	if why != 0 {
 		res.EndedBy = why

@@ -915,3 +915,56 @@ func sleepers(tb testing.TB, args ...string) []int {
 	}
 	return out
 }
+
+// A cell's final expression comes back as its repr, as in a notebook; any
+// other ending, a None and a trailing semicolon give none.
+func TestCellValue(t *testing.T) {
+	p := start(t, Config{MaxOutputBytes: 1000})
+	value := func(code string) *string {
+		t.Helper()
+		return ok(t, p, code).Value
+	}
+	for _, c := range []struct {
+		code string
+		want string // "-" for none
+	}{
+		{"1 + 1", "2"},
+		{"x = 5", "-"},
+		{"print('hi')\nx * 2", "10"},
+		{"'a' + 'b'", "'ab'"},
+		{"None", "-"},
+		{"print(1)", "-"},
+		{"x;", "-"},
+		{"x ; # hidden", "-"},
+		{"(x +\n 1)", "6"},
+		{"if x:\n    x", "-"},
+		{"def f():\n    return 3\nf()", "3"},
+		{"{'é': [1, 2]}", "{'é': [1, 2]}"},
+		{"class R:\n    def __repr__(self): raise ValueError('no')\nR()", "<unrepresentable R: ValueError>"},
+		{"x\r\n", "5"},
+		{"from __future__ import annotations\nx", "5"},
+	} {
+		got := value(c.code)
+		switch {
+		case c.want == "-" && got != nil:
+			t.Errorf("%q: value %q, want none", c.code, *got)
+		case c.want != "-" && (got == nil || *got != c.want):
+			t.Errorf("%q: value %v, want %q", c.code, got, c.want)
+		}
+	}
+	// capped like output, head and tail kept
+	v := value("'a' * 5000 + 'z' * 5000")
+	if v == nil || len(*v) > 1100 || !strings.HasPrefix(*v, "'aaa") || !strings.HasSuffix(*v, "zzz'") || !strings.Contains(*v, "bytes omitted") {
+		t.Fatalf("long value: %v", v)
+	}
+	// a failing cell has none; tracebacks still name the cell, not the driver
+	res := run(t, p, "x\n1/0")
+	if res.Value != nil || !strings.Contains(res.Error, "ZeroDivisionError") || !strings.Contains(string(res.Stderr), `File "<cell`) || strings.Contains(string(res.Stderr), "rlm-driver") {
+		t.Fatalf("value %v error %q stderr %s", res.Value, res.Error, res.Stderr)
+	}
+	// the value is computed in the cell: a timeout interrupts a slow repr
+	res = runT(t, p, "class S:\n    def __repr__(self):\n        import time; time.sleep(30)\nS()", 300*time.Millisecond, nil)
+	if res.EndedBy != proto.EndedBy_TIMEOUT || res.Value != nil {
+		t.Fatalf("slow repr: ended %v value %v", res.EndedBy, res.Value)
+	}
+}
