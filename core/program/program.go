@@ -88,16 +88,7 @@ func (w *Workspace) Finish(res *pb.Result) {
 	if !w.req.GetReturnFiles() {
 		return
 	}
-	l := w.req.GetLimits()
-	maxFiles := int(l.GetMaxFiles())
-	if maxFiles <= 0 {
-		maxFiles = DefaultMaxFiles
-	}
-	maxFile := l.GetMaxFileBytes()
-	if maxFile <= 0 {
-		maxFile = DefaultMaxFile
-	}
-	res.Files, res.FilesOmitted = collect(w.Dir, w.before, map[string]bool{w.codeName: true}, maxFiles, maxFile, maxFile*int64(maxFiles))
+	res.Files, res.FilesOmitted = produced(w.Dir, w.before, map[string]bool{w.codeName: true}, w.req.GetLimits())
 }
 
 // BaseEnv is the scrubbed environment programs start from: enough to find

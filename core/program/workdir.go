@@ -126,6 +126,37 @@ func takeSnapshot(dir string) snapshot {
 	return s
 }
 
+// Snapshot is what a working directory held at one moment, for Produced to
+// tell what changed since: a REPL session takes one before each cell.
+type Snapshot struct{ files snapshot }
+
+// TakeSnapshot records the regular files under dir now.
+func TakeSnapshot(dir string) Snapshot { return Snapshot{takeSnapshot(dir)} }
+
+// Produced returns the regular files under dir created or changed since the
+// snapshot, with their content, exactly as a program's produced files are
+// (Workspace.Finish): symlinks never followed, at most l.MaxFiles files
+// (DefaultMaxFiles when 0) of at most l.MaxFileBytes (DefaultMaxFile) each;
+// omitted says some were left out. dir is normally the directory the
+// snapshot was taken of (a sandbox that moved a session's working directory
+// to a fresh copy passes the copy).
+func (s Snapshot) Produced(dir string, l *pb.Limits) (files []*pb.File, omitted bool) {
+	return produced(dir, s.files, nil, l)
+}
+
+// produced is collect within l's bounds.
+func produced(dir string, before snapshot, skip map[string]bool, l *pb.Limits) ([]*pb.File, bool) {
+	maxFiles := int(l.GetMaxFiles())
+	if maxFiles <= 0 {
+		maxFiles = DefaultMaxFiles
+	}
+	maxFile := l.GetMaxFileBytes()
+	if maxFile <= 0 {
+		maxFile = DefaultMaxFile
+	}
+	return collect(dir, before, skip, maxFiles, maxFile, maxFile*int64(maxFiles))
+}
+
 // Collect returns the regular files in dir created or changed since before,
 // skipping the names in skip. Symlinks are never followed or returned. At
 // most maxFiles files and maxBytes bytes in all come back, each file at most

@@ -1,0 +1,118 @@
+package program
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+// PutFiles writes files into dir, a working directory a program may be
+// using meanwhile (a REPL session's, between cells). Unlike WriteFiles, a
+// file replaces one of the same name: it is written beside it and renamed
+// over it, so the program never reads half a file and no link is written
+// through. Parent directories are created as needed.
+//
+// Names must pass CleanName, and no component of a path may be a symlink,
+// whether or not it points inside dir (an error naming it; a directory
+// where the file should go is one too). The writes go through os.Root, so a
+// link the program swaps in meanwhile cannot lead them out of dir either.
+// When this process is root and dir belongs to another user (the uid a root
+// caller's sandbox runs as), what PutFiles creates is given to that user,
+// so the program can change and remove it as its own files.
+//
+// Files are written in order; on an error the earlier ones stay.
+func PutFiles(dir string, files []*pb.File) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("opening the working directory: %w", err)
+	}
+	defer root.Close()
+	own := func(string) error { return nil }
+	if fi, err := root.Stat("."); err == nil {
+		if uid, gid, ok := ownerToGive(fi); ok {
+			own = func(name string) error { return root.Lchown(name, uid, gid) }
+		}
+	}
+	for _, f := range files {
+		if err := putFile(root, f, own); err != nil {
+			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+				return fmt.Errorf("file %q: the working directory is full (its disk limit): %w", f.GetPath(), err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func putFile(root *os.Root, f *pb.File, own func(string) error) error {
+	name, err := CleanName(f.GetPath())
+	if err != nil {
+		return err
+	}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("file %q: %s", f.GetPath(), fmt.Sprintf(format, args...))
+	}
+	parts := strings.Split(name, "/")
+	cur := ""
+	for _, part := range parts[:len(parts)-1] {
+		cur = path.Join(cur, part)
+		st, err := root.Lstat(cur)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if err := root.Mkdir(cur, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				return fail("%v", err)
+			}
+			if err := own(cur); err != nil {
+				return fail("%v", err)
+			}
+		case err != nil:
+			return fail("%v", err)
+		case st.Mode()&fs.ModeSymlink != 0:
+			return fail("%s is a symlink; refusing to follow it", cur)
+		case !st.IsDir():
+			return fail("%s is not a directory", cur)
+		}
+	}
+	if st, err := root.Lstat(name); err == nil {
+		switch {
+		case st.Mode()&fs.ModeSymlink != 0:
+			return fail("it is a symlink in the working directory; refusing to follow it (remove it first)")
+		case st.IsDir():
+			return fail("it is a directory in the working directory")
+		}
+	}
+	mode := fs.FileMode(f.GetMode() & 0o777)
+	if mode == 0 {
+		mode = 0o644
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := path.Join(path.Dir(name), ".rlm-put-"+hex.EncodeToString(rnd[:]))
+	fh, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return fail("%v", err)
+	}
+	_, err = fh.Write(f.GetData())
+	if cerr := fh.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = own(tmp)
+	}
+	if err == nil {
+		err = root.Rename(tmp, name)
+	}
+	if err != nil {
+		_ = root.Remove(tmp)
+		return fail("%v", err)
+	}
+	return nil
+}
