@@ -44,6 +44,11 @@ type Result struct {
 	WorkspacePath   string `json:"workspace_path,omitempty"`
 	InstallMs       int64  `json:"install_ms,omitempty"`
 	InstallCached   bool   `json:"install_cached,omitempty"`
+	// Value is the repr of a session cell's final expression, as a
+	// notebook shows it (capped like output); nil when the cell ends in
+	// another statement or a semicolon, the value is None, and for
+	// programs.
+	Value *string `json:"value,omitempty"`
 
 	// Duration is DurationMs at full resolution (not in JSON).
 	Duration time.Duration `json:"-"`
@@ -85,6 +90,7 @@ func FromProto(r *pb.Result) *Result {
 		WorkspacePath:   r.GetWorkspacePath(),
 		InstallMs:       r.GetInstallMs(),
 		InstallCached:   r.GetInstallCached(),
+		Value:           r.Value,
 		Duration:        time.Duration(r.GetDurationUs()) * time.Microsecond,
 	}
 	if res.Duration == 0 {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	pb "github.com/rlmkit/rlm/core/proto"
 )
 
@@ -38,6 +40,27 @@ type Bridges struct {
 	MaxConcurrent int
 }
 
+// Cell is one cell of a session with the files it brings.
+type Cell struct {
+	Code string
+	// Timeout 0 means the session's wall limit.
+	Timeout time.Duration
+	// Files are written into the session's working directory before the
+	// cell runs (where the sandboxed interpreter sees them), each replacing
+	// a file of the same name. Paths are relative and stay inside the
+	// directory: "..", absolute paths and a symlink on the way are refused
+	// with a RefusedError (InvalidArgument), and the cell does not run.
+	Files []File
+}
+
+// CellRunner is a Session that runs a Cell, files included. Sessions from
+// Runtime.OpenSession are CellRunners (their Execute is RunCell without
+// files); it is an interface of its own so that Session implementations
+// elsewhere (a test's fake, a library user's) stay valid.
+type CellRunner interface {
+	RunCell(ctx context.Context, c Cell) (*Result, error)
+}
+
 // SessionOptions configure a new session.
 type SessionOptions struct {
 	Runtime string
@@ -45,6 +68,10 @@ type SessionOptions struct {
 	Limits  Limits
 	Env     map[string]string
 	Bridges Bridges
+	// ReturnFiles asks every cell for the files it created or changed in
+	// the session's working directory (Result.Files, bounded as a
+	// program's), as Program.ReturnFiles does for a program.
+	ReturnFiles bool
 }
 
 // SandboxFactory opens sessions. The RLM engine receives one and never
@@ -71,11 +98,12 @@ func (r *Runtime) OpenSession(ctx context.Context, opts SessionOptions) (Session
 		name = r.Name
 	}
 	s := &session{
-		stream:  stream,
-		cancel:  cancel,
-		bridges: opts.Bridges,
-		waiters: map[uint64]chan *pb.SessionResponse{},
-		done:    make(chan struct{}),
+		stream:      stream,
+		cancel:      cancel,
+		bridges:     opts.Bridges,
+		returnFiles: opts.ReturnFiles,
+		waiters:     map[uint64]chan *pb.SessionResponse{},
+		done:        make(chan struct{}),
 	}
 	if err := s.send(&pb.SessionRequest{Msg: &pb.SessionRequest_Open{Open: &pb.OpenSession{
 		Context: opts.Context.proto(), Limits: limits.Proto(), Env: pb.EnvBytes(opts.Env), Runtime: name,
@@ -122,9 +150,10 @@ func (r *Runtime) OpenSession(ctx context.Context, opts SessionOptions) (Session
 }
 
 type session struct {
-	stream  pb.Runtime_SessionClient
-	cancel  context.CancelFunc
-	bridges Bridges
+	stream      pb.Runtime_SessionClient
+	cancel      context.CancelFunc
+	bridges     Bridges
+	returnFiles bool
 
 	sendMu sync.Mutex
 	mu     sync.Mutex
@@ -313,12 +342,23 @@ func (s *session) failure() error {
 }
 
 func (s *session) Execute(ctx context.Context, code string, timeout time.Duration) (*Result, error) {
+	return s.RunCell(ctx, Cell{Code: code, Timeout: timeout})
+}
+
+func (s *session) RunCell(ctx context.Context, c Cell) (*Result, error) {
+	ex := &pb.Execute{Code: []byte(c.Code), TimeoutMs: c.Timeout.Milliseconds(), ReturnFiles: s.returnFiles}
+	for _, f := range c.Files {
+		ex.Files = append(ex.Files, &pb.File{Path: f.Path, Data: f.Data})
+	}
 	msg, err := s.call(ctx, func(id uint64) *pb.SessionRequest {
-		return &pb.SessionRequest{Msg: &pb.SessionRequest_Execute{Execute: &pb.Execute{
-			Id: id, Code: []byte(code), TimeoutMs: timeout.Milliseconds()}}}
+		ex.Id = id
+		return &pb.SessionRequest{Msg: &pb.SessionRequest_Execute{Execute: ex}}
 	}, func() { _ = s.Cancel() })
 	if err != nil {
 		return nil, err
+	}
+	if fe := msg.GetResult().GetFilesError(); fe != "" {
+		return nil, &RefusedError{Code: codes.InvalidArgument, Msg: fe}
 	}
 	return FromProto(msg.GetResult().GetResult()), nil
 }

@@ -32,11 +32,23 @@ type REPL interface {
 	Interrupt() error
 }
 
-// SessionOptions describe what ServeSession stamps on every result.
+// SessionOptions describe what ServeSession stamps on every result, and
+// where a session's files are.
 type SessionOptions struct {
 	Backend   string        // "native", "pyodide"
 	Isolation string        // reported when the runtime's result has none
 	Wall      time.Duration // a cell's timeout when Execute asks for none (0: program.DefaultWall)
+	// Dir returns the session's working directory on this host, where the
+	// running interpreter sees it now (a sandbox may work in a private
+	// copy, see core/isolate). A cell's Execute.files are written there
+	// (program.PutFiles) before it runs, and with Execute.return_files the
+	// files it created or changed there come back in its result, as a
+	// program's do (program.Snapshot). Nil: the session takes no files
+	// (a cell that brings some is refused) and returns none.
+	Dir func() string
+	// Limits are the session's (from its open message): MaxFiles and
+	// MaxFileBytes bound the files a cell returns.
+	Limits *pb.Limits
 }
 
 // ReceiveOpen reads a Session stream's first message, which must open it.
@@ -134,22 +146,45 @@ func (ss *sessionServer) handle(req *pb.SessionRequest) {
 	ctx := ss.stream.Context()
 	switch m := req.GetMsg().(type) {
 	case *pb.SessionRequest_Execute:
-		timeout := time.Duration(m.Execute.GetTimeoutMs()) * time.Millisecond
+		ex := m.Execute
+		timeout := time.Duration(ex.GetTimeoutMs()) * time.Millisecond
 		if timeout <= 0 {
 			timeout = ss.opts.Wall
 		}
 		if timeout <= 0 {
 			timeout = program.DefaultWall
 		}
-		res, err := ss.repl.Execute(ctx, string(m.Execute.GetCode()), timeout, ss.callback)
+		dir := ss.dir()
+		if files := ex.GetFiles(); len(files) > 0 {
+			err := errors.New("this runtime's sessions cannot take files")
+			if dir != "" {
+				err = program.PutFiles(dir, files)
+			}
+			if err != nil {
+				_ = ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Result{Result: &pb.CellResult{Id: ex.GetId(), FilesError: err.Error()}}})
+				return
+			}
+		}
+		var before *program.Snapshot
+		if ex.GetReturnFiles() && dir != "" {
+			s := program.TakeSnapshot(dir)
+			before = &s
+		}
+		res, err := ss.repl.Execute(ctx, string(ex.GetCode()), timeout, ss.callback)
 		if err != nil {
 			res = &pb.Result{ExitCode: -1, Error: err.Error(), EndedBy: pb.EndedBy_CRASHED}
+		}
+		if before != nil {
+			// the directory again: a restarted sandbox works in a new copy
+			if dir = ss.dir(); dir != "" {
+				res.Files, res.FilesOmitted = before.Produced(dir, ss.opts.Limits)
+			}
 		}
 		res.Backend = ss.opts.Backend
 		if res.Isolation == "" {
 			res.Isolation = ss.opts.Isolation
 		}
-		_ = ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Result{Result: &pb.CellResult{Id: m.Execute.GetId(), Result: res}}})
+		_ = ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Result{Result: &pb.CellResult{Id: ex.GetId(), Result: res}}})
 	case *pb.SessionRequest_GetVariable:
 		found, js, err := ss.repl.Variable(ctx, m.GetVariable.GetName())
 		v := &pb.Variable{Id: m.GetVariable.GetId(), Found: found, Json: js}
@@ -158,6 +193,14 @@ func (ss *sessionServer) handle(req *pb.SessionRequest) {
 		}
 		_ = ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Variable{Variable: v}})
 	}
+}
+
+// dir is the session's working directory now, or "" when it has none.
+func (ss *sessionServer) dir() string {
+	if ss.opts.Dir == nil {
+		return ""
+	}
+	return ss.opts.Dir()
 }
 
 // callback forwards a cell's model query to the client and waits for its
