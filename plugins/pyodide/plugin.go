@@ -151,7 +151,9 @@ func (s *Server) Session(stream pb.Runtime_SessionServer) error {
 	}
 	l := open.GetLimits()
 	return plugin.ServeSession(stream, &sessionREPL{s: sess, fuel: l.GetFuel(), maxOutput: int(l.GetMaxOutputBytes())},
-		plugin.SessionOptions{Backend: "pyodide", Isolation: "wasm", Wall: time.Duration(l.GetWallMs()) * time.Millisecond})
+		plugin.SessionOptions{Backend: "pyodide", Isolation: "wasm", Wall: time.Duration(l.GetWallMs()) * time.Millisecond,
+			// The guest sees this host directory itself, at /app.
+			Dir: sess.WorkspacePath, Limits: l})
 }
 
 // sessionREPL is a Session as core/plugin's stream server sees it.

@@ -2,6 +2,7 @@ package pyodide_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -203,5 +204,38 @@ func TestPluginMemoryZeroIsNoLimit(t *testing.T) {
 	}
 	if r.EndedBy != "memory_limit" {
 		t.Fatalf("memory 64 MiB: %+v", r)
+	}
+}
+
+// Through the plugin a WebAssembly cell gives its final expression's value,
+// takes files into /app and reports the files it produces, as a native
+// Python session does.
+func TestPluginSessionValueAndFiles(t *testing.T) {
+	rt := launch(t)
+	s, err := rt.OpenSession(context.Background(), core.SessionOptions{ReturnFiles: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if r := cell(t, s, "x = 20\nprint('hi')\nx * 2 + 2"); r.Value == nil || *r.Value != "42" || r.Stdout != "hi\n" {
+		t.Fatalf("value %v stdout %q", r.Value, r.Stdout)
+	}
+	if r := cell(t, s, "y = 1"); r.Value != nil {
+		t.Fatalf("a statement has value %q", *r.Value)
+	}
+	cr := s.(core.CellRunner)
+	r, err := cr.RunCell(context.Background(), core.Cell{
+		Code:  "import os\nos.makedirs('out', exist_ok=True)\nopen('out/b.txt', 'w').write(open('in/a.txt').read().upper())",
+		Files: []core.File{{Path: "in/a.txt", Data: []byte("up")}},
+	})
+	if err != nil || r.Error != "" {
+		t.Fatalf("cell with files: %v %+v", err, r)
+	}
+	if len(r.Files) != 1 || r.Files[0].Path != "out/b.txt" || string(r.Files[0].Data) != "UP" || r.Files[0].Change != "created" {
+		t.Fatalf("files %+v", r.Files)
+	}
+	var refused *core.RefusedError
+	if _, err := cr.RunCell(context.Background(), core.Cell{Code: "1", Files: []core.File{{Path: "../x", Data: []byte("x")}}}); !errors.As(err, &refused) {
+		t.Fatalf("../x: %v", err)
 	}
 }

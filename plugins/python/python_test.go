@@ -284,3 +284,78 @@ func TestCloseKillsBackgroundChildren(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A cell's final expression comes back as Value, through the plugin's
+// stream.
+func TestCellValue(t *testing.T) {
+	s := open(t, launch(t), core.SessionOptions{})
+	if r := run(t, s, "1 + 1"); r.Value == nil || *r.Value != "2" {
+		t.Fatalf("1 + 1: value %v", r.Value)
+	}
+	if r := run(t, s, "x = 1"); r.Value != nil {
+		t.Fatalf("a statement has value %q", *r.Value)
+	}
+	if r := run(t, s, "print('a')\nprint('b')\n[x, 'y']"); r.Value == nil || *r.Value != "[1, 'y']" || r.Stdout != "a\nb\n" {
+		t.Fatalf("value %v stdout %q", r.Value, r.Stdout)
+	}
+}
+
+// Cells take files into the session's working directory and report the
+// files they produce, at every level the plugin runs sessions at: under
+// namespace the interpreter may work in a private copy (always, for a root
+// caller), and the files must land in it.
+func TestCellFiles(t *testing.T) {
+	levels := []string{"none", "process"}
+	if _, err := exec.LookPath("bwrap"); err == nil {
+		levels = append(levels, "namespace")
+	}
+	rt := launch(t)
+	for _, level := range levels {
+		t.Run(level, func(t *testing.T) {
+			s := open(t, rt, core.SessionOptions{ReturnFiles: true, Limits: core.Limits{Isolation: level}})
+			cr := s.(core.CellRunner)
+			cell := func(c core.Cell) *core.Result {
+				t.Helper()
+				r, err := cr.RunCell(context.Background(), c)
+				if err != nil {
+					t.Fatalf("%q: %v", c.Code, err)
+				}
+				if r.Error != "" {
+					t.Fatalf("%q: %s\n%s", c.Code, r.Error, r.Stderr)
+				}
+				return r
+			}
+			r := cell(core.Cell{Code: "import os\nopen('in/a.txt').read() + str(os.listdir('in'))",
+				Files: []core.File{{Path: "in/a.txt", Data: []byte("hello")}}})
+			if r.Value == nil || *r.Value != `"hello['a.txt']"` || len(r.Files) != 0 {
+				t.Fatalf("value %v files %v", r.Value, r.Files)
+			}
+			r = cell(core.Cell{Code: "open('out.txt', 'w').write('made')\nopen('in/a.txt', 'a').write('!')"})
+			got := map[string]string{}
+			for _, f := range r.Files {
+				got[f.Path] = f.Change + ":" + string(f.Data)
+			}
+			if len(got) != 2 || got["out.txt"] != "created:made" || got["in/a.txt"] != "modified:hello!" {
+				t.Fatalf("files %v", got)
+			}
+			// an upload replaces the file, and the cell may change it after
+			r = cell(core.Cell{Code: "open('in/a.txt', 'a').write('+')\nopen('in/a.txt').read()",
+				Files: []core.File{{Path: "in/a.txt", Data: []byte("new")}}})
+			if r.Value == nil || *r.Value != "'new+'" {
+				t.Fatalf("replaced: value %v", r.Value)
+			}
+			// a path out of the directory is refused before the cell runs
+			cell(core.Cell{Code: "import os\nos.symlink('/etc', 'etc')"})
+			for _, name := range []string{"etc/x", "../x", "/tmp/x"} {
+				_, err := cr.RunCell(context.Background(), core.Cell{Code: "ran = True", Files: []core.File{{Path: name, Data: []byte("x")}}})
+				var refused *core.RefusedError
+				if !errors.As(err, &refused) {
+					t.Fatalf("%s: %v, want a RefusedError", name, err)
+				}
+			}
+			if _, found, _ := s.Variable(context.Background(), "ran"); found {
+				t.Fatal("a refused cell ran")
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/rlmkit/rlm/core/isolate"
@@ -25,15 +26,16 @@ func (s *Server) Session(stream pb.Runtime_SessionServer) error {
 	if err != nil {
 		return plugin.SendFatal(stream, "python runtime unavailable: "+err.Error())
 	}
-	level, launch, rlimits, err := sessionIsolation(open.GetLimits(), native.ReadOnlyPaths(t))
-	if err != nil {
-		return plugin.SendFatal(stream, err.Error())
-	}
 	dir, err := os.MkdirTemp("", "rlm-session-")
 	if err != nil {
 		return plugin.SendFatal(stream, "creating the session directory: "+err.Error())
 	}
 	defer os.RemoveAll(dir)
+	wd := &workdir{dir: dir}
+	level, launch, rlimits, err := sessionIsolation(open.GetLimits(), native.ReadOnlyPaths(t), wd.started)
+	if err != nil {
+		return plugin.SendFatal(stream, err.Error())
+	}
 	env := append(program.BaseEnv(dir), "PYTHONDONTWRITEBYTECODE=1")
 	for k, v := range open.GetEnv() {
 		env = append(env, k+"="+string(v))
@@ -58,7 +60,35 @@ func (s *Server) Session(stream pb.Runtime_SessionServer) error {
 	}
 	return plugin.ServeSession(stream, proc, plugin.SessionOptions{
 		Backend: "native", Isolation: string(level), Wall: time.Duration(open.GetLimits().GetWallMs()) * time.Millisecond,
+		Dir: wd.get, Limits: open.GetLimits(),
 	})
+}
+
+// workdir is where a session's interpreter works on the host: the session
+// directory, or under namespace the sandbox's own directory, which for a
+// root caller (or with a disk limit) is a private copy that changes with
+// every restart and reaches the session directory only when the
+// interpreter exits (see core/isolate). Cell files go where the
+// interpreter sees them now.
+type workdir struct {
+	dir string
+	mu  sync.Mutex
+	cmd *isolate.Cmd // the sandbox of the current interpreter, if any
+}
+
+func (w *workdir) started(c *isolate.Cmd) {
+	w.mu.Lock()
+	w.cmd = c
+	w.mu.Unlock()
+}
+
+func (w *workdir) get() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cmd != nil {
+		return w.cmd.HostWorkdir()
+	}
+	return w.dir
 }
 
 // sessionIsolation says how a REPL session's interpreter is started for the
@@ -82,7 +112,7 @@ func (s *Server) Session(stream pb.Runtime_SessionServer) error {
 //
 // CPU time is not limited: it would add up over every cell of the session
 // (each cell's wall clock is).
-func sessionIsolation(l *pb.Limits, readOnly []string) (isolate.Level, repl.Launcher, []repl.Rlimit, error) {
+func sessionIsolation(l *pb.Limits, readOnly []string, started func(*isolate.Cmd)) (isolate.Level, repl.Launcher, []repl.Rlimit, error) {
 	level, err := isolate.ParseLevel(l.GetIsolation())
 	if err != nil {
 		return "", nil, nil, err
@@ -104,7 +134,7 @@ func sessionIsolation(l *pb.Limits, readOnly []string) (isolate.Level, repl.Laun
 	case isolate.LevelNone:
 		return level, nil, nil, nil
 	case isolate.LevelNamespace:
-		return level, isolatedLauncher(spec), nil, nil
+		return level, isolatedLauncher(spec, started), nil, nil
 	}
 	var out []repl.Rlimit
 	for _, r := range isolate.Rlimits(isolate.Spec{MemoryBytes: spec.MemoryBytes, MaxProcesses: spec.MaxProcesses, FileSizeBytes: spec.FileSizeBytes}, false, false) {
@@ -114,8 +144,9 @@ func sessionIsolation(l *pb.Limits, readOnly []string) (isolate.Level, repl.Laun
 }
 
 // isolatedLauncher starts each interpreter of a session through
-// core/isolate with base (Argv, Env, Dir and ExtraFiles filled in per start).
-func isolatedLauncher(base isolate.Spec) repl.Launcher {
+// core/isolate with base (Argv, Env, Dir and ExtraFiles filled in per start)
+// and hands each started sandbox to started (nil: nobody).
+func isolatedLauncher(base isolate.Spec, started func(*isolate.Cmd)) repl.Launcher {
 	return func(argv, env []string, dir string, extra []*os.File, stdout, stderr *os.File) (repl.Proc, error) {
 		spec := base
 		spec.Argv, spec.Env, spec.Dir, spec.ExtraFiles = argv, env, dir, extra
@@ -129,6 +160,9 @@ func isolatedLauncher(base isolate.Spec) repl.Launcher {
 		if err := cmd.Start(); err != nil {
 			_ = cmd.Cleanup()
 			return nil, fmt.Errorf("starting the sandbox: %w", err)
+		}
+		if started != nil {
+			started(cmd)
 		}
 		return &isolatedProc{cmd: cmd}, nil
 	}
