@@ -112,7 +112,7 @@ func (s *Server) openSession(ctx context.Context, id string, req *SessionRequest
 	sess, err := withRuntime(ctx, s.slots[lang], func(rt *core.Runtime) (core.Session, error) {
 		return rt.OpenSession(ctx, core.SessionOptions{
 			Runtime: lang, Context: sctx, Bridges: s.cfg.Bridges,
-			Limits: s.sessionLimits(),
+			Limits: s.sessionLimits(), ReturnFiles: true,
 		})
 	})
 	if err != nil {
@@ -153,11 +153,19 @@ func (s *Server) runCell(ctx context.Context, id string, req *CellRequest) (stri
 		}
 		timeout = t
 	}
+	files, fe := inputFiles(req.Files)
+	if fe != nil {
+		return "", nil, fe
+	}
 	e, done, ok := s.sessions.use(id)
 	if !ok {
 		return "", nil, s.sessionNotFound(id)
 	}
 	defer done()
+	cr, canFiles := e.sess.(core.CellRunner)
+	if len(files) > 0 && !canFiles {
+		return e.language, nil, apiErr(http.StatusNotImplemented, CodeUnsupported, fmt.Sprintf("the %s runtime's sessions cannot take files", e.language))
+	}
 	release, ae := s.admit(ctx)
 	if ae != nil {
 		return e.language, nil, ae
@@ -165,7 +173,15 @@ func (s *Server) runCell(ctx context.Context, id string, req *CellRequest) (stri
 	defer release()
 	e.cell.Lock()
 	defer e.cell.Unlock()
-	res, err := e.sess.Execute(ctx, *req.Code, timeout)
+	var (
+		res *core.Result
+		err error
+	)
+	if canFiles {
+		res, err = cr.RunCell(ctx, core.Cell{Code: *req.Code, Timeout: timeout, Files: files})
+	} else {
+		res, err = e.sess.Execute(ctx, *req.Code, timeout)
+	}
 	if err != nil {
 		return e.language, nil, s.sessionError(ctx, e, err)
 	}

@@ -70,6 +70,11 @@ type ExecuteResponse struct {
 	// Isolation is the sandbox level the code ran under.
 	Isolation       string `json:"isolation,omitempty"`
 	MemoryUsedBytes int64  `json:"memory_used_bytes,omitempty"`
+	// Result is, for a session cell, the repr of its final expression (as
+	// a notebook shows it: `1+1` gives "2"), capped like stdout; null when
+	// the cell ends in another statement or a semicolon, the value is None,
+	// and always for /execute, whose programs run as scripts.
+	Result *string `json:"result"`
 }
 
 // StatusOf maps a result to its status.
@@ -117,6 +122,7 @@ func Response(lang string, r *core.Result) ExecuteResponse {
 		StateLost:       r.StateLost,
 		Isolation:       r.Isolation,
 		MemoryUsedBytes: r.MemoryUsedBytes,
+		Result:          r.Value,
 	}
 	if out.ExecutionTimeMs == 0 && r.Duration > 0 {
 		out.ExecutionTimeMs = r.Duration.Milliseconds()
@@ -279,30 +285,8 @@ func (s *Server) program(req *ExecuteRequest) (core.Program, *APIError) {
 		return p, e
 	}
 	p.Limits = s.programLimits(wall)
-	names := make([]string, 0, len(req.Files))
-	for n := range req.Files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	seen := map[string]string{}
-	for _, n := range names {
-		field := fmt.Sprintf("files[%q]", n)
-		clean, err := program.CleanName(n)
-		if err != nil {
-			return p, badField(field, "%v", err)
-		}
-		if prev, dup := seen[clean]; dup {
-			return p, badField(field, "names the same file as %q", prev)
-		}
-		seen[clean] = n
-		data, err := base64.StdEncoding.DecodeString(req.Files[n])
-		if err != nil {
-			data, err = base64.RawStdEncoding.DecodeString(req.Files[n])
-		}
-		if err != nil {
-			return p, badField(field, "is not valid base64")
-		}
-		p.Files = append(p.Files, core.File{Path: clean, Data: data})
+	if p.Files, e = inputFiles(req.Files); e != nil {
+		return p, e
 	}
 	// The kernel refuses one argument or variable over 128 KiB and a
 	// command line plus environment over a few MiB; say so here rather
@@ -345,6 +329,40 @@ func (s *Server) program(req *ExecuteRequest) (core.Program, *APIError) {
 		p.Stdin = []byte(req.Stdin)
 	}
 	return p, nil
+}
+
+// inputFiles validates a request's files (name → base64), for /execute
+// and session cells alike: names relative, without "..", not naming one
+// file twice; content standard base64, padded or not. The files come back
+// in name order.
+func inputFiles(files map[string]string) ([]core.File, *APIError) {
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	seen := map[string]string{}
+	var out []core.File
+	for _, n := range names {
+		field := fmt.Sprintf("files[%q]", n)
+		clean, err := program.CleanName(n)
+		if err != nil {
+			return nil, badField(field, "%v", err)
+		}
+		if prev, dup := seen[clean]; dup {
+			return nil, badField(field, "names the same file as %q", prev)
+		}
+		seen[clean] = n
+		data, err := base64.StdEncoding.DecodeString(files[n])
+		if err != nil {
+			data, err = base64.RawStdEncoding.DecodeString(files[n])
+		}
+		if err != nil {
+			return nil, badField(field, "is not valid base64")
+		}
+		out = append(out, core.File{Path: clean, Data: data})
+	}
+	return out, nil
 }
 
 // busy is the 429 answer when every slot is taken and the queue is full.

@@ -30,6 +30,11 @@ import (
 //	write NAME TEXT  create NAME in the working directory (Run only)
 //	set NAME JSON    define a session variable
 //	llm PROMPT       call llm_query; print the answer or fail with its error
+//	cat NAME         print a file a cell brought (sessions only)
+//	value TEXT       end the cell with result TEXT (sessions only)
+//
+// A session cell's files are kept by name; a name starting with "bad" is
+// refused as a runtime refuses a path through a symlink.
 type fakeRuntime struct {
 	pb.UnimplementedRuntimeServer
 	name      string
@@ -49,9 +54,15 @@ type fakeOut struct {
 	exit    int32
 	endedBy pb.EndedBy
 	err     string
+	value   *string
 }
 
 func (f *fakeRuntime) interpret(ctx context.Context, code string, vars map[string]string, llm func(string) (string, error), wall time.Duration) *fakeOut {
+	return f.interpretIn(ctx, code, vars, nil, llm, wall)
+}
+
+// interpretIn runs code with a session's files (nil for a program).
+func (f *fakeRuntime) interpretIn(ctx context.Context, code string, vars map[string]string, files map[string][]byte, llm func(string) (string, error), wall time.Duration) *fakeOut {
 	out := &fakeOut{endedBy: pb.EndedBy_EXIT}
 	deadline := time.Now().Add(wall)
 	for _, line := range strings.Split(code, "\n") {
@@ -85,6 +96,17 @@ func (f *fakeRuntime) interpret(ctx context.Context, code string, vars map[strin
 		case "set":
 			name, js, _ := strings.Cut(arg, " ")
 			vars[name] = js
+		case "cat":
+			data, ok := files[arg]
+			if !ok {
+				out.err, out.exit = fmt.Sprintf("FileNotFoundError: %q", arg), 1
+				return out
+			}
+			out.stdout.Write(data)
+			out.stdout.WriteString("\n")
+		case "value":
+			v := arg
+			out.value = &v
 		case "llm":
 			ans, err := llm(arg)
 			if err != nil {
@@ -103,7 +125,7 @@ func (f *fakeRuntime) interpret(ctx context.Context, code string, vars map[strin
 }
 
 func (o *fakeOut) result() *pb.Result {
-	return &pb.Result{Stdout: []byte(o.stdout.String()), ExitCode: o.exit, EndedBy: o.endedBy, Error: o.err, Files: o.files, DurationMs: 1}
+	return &pb.Result{Stdout: []byte(o.stdout.String()), ExitCode: o.exit, EndedBy: o.endedBy, Error: o.err, Files: o.files, DurationMs: 1, Value: o.value}
 }
 
 func (f *fakeRuntime) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error) {
@@ -130,6 +152,7 @@ func (f *fakeRuntime) Session(stream pb.Runtime_SessionServer) error {
 		return fmt.Errorf("want open first")
 	}
 	vars := map[string]string{}
+	files := map[string][]byte{}
 	if c := first.GetOpen().GetContext(); c != nil {
 		if c.GetKind() == "json" {
 			vars["context"] = string(c.GetData())
@@ -189,7 +212,18 @@ func (f *fakeRuntime) Session(stream pb.Runtime_SessionServer) error {
 				mu.Lock()
 				curCancel = cancel
 				mu.Unlock()
-				o := f.interpret(cctx, string(x.Execute.GetCode()), vars, llm, wall)
+				for _, fl := range x.Execute.GetFiles() {
+					if strings.HasPrefix(fl.GetPath(), "bad") {
+						_ = send(&pb.SessionResponse{Msg: &pb.SessionResponse_Result{Result: &pb.CellResult{Id: x.Execute.GetId(),
+							FilesError: fmt.Sprintf("file %q: it is a symlink", fl.GetPath())}}})
+						return
+					}
+					files[fl.GetPath()] = fl.GetData()
+				}
+				o := f.interpretIn(cctx, string(x.Execute.GetCode()), vars, files, llm, wall)
+				if !x.Execute.GetReturnFiles() {
+					o.files = nil
+				}
 				_ = send(&pb.SessionResponse{Msg: &pb.SessionResponse_Result{Result: &pb.CellResult{Id: x.Execute.GetId(), Result: o.result()}}})
 			}()
 		case *pb.SessionRequest_GetVariable:

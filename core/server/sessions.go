@@ -191,6 +191,23 @@ type CellRequest struct {
 	// them, or neither for the server's default.
 	TimeoutSeconds *float64 `json:"timeout_seconds,omitempty"`
 	TimeoutMs      *int64   `json:"timeout_ms,omitempty"`
+	// Files (name → base64) are written into the session's working
+	// directory before the cell runs, where its code opens them by
+	// relative path; a file of the same name is replaced. A cell with
+	// files and code "" only uploads.
+	//
+	// Uploads are a field of the cell rather than an endpoint of their
+	// own (say PUT /sessions/{id}/files/{path}) because that is how
+	// /execute and MCP's run_code already take files: clients build one
+	// shape, the names go through /execute's validation with its errors,
+	// MCP's session_run gets them with no new tool, and an upload is
+	// serialised with the session's cells, so a running cell never sees a
+	// file change under it. The body limit (--body-limit) bounds an upload
+	// as it bounds /execute's files; --max-disk, when set, bounds the
+	// directory. Names are relative without ".." (400 before anything is
+	// written); a name whose path meets a symlink, or a directory where the
+	// file should go, is refused with 400 and the cell does not run.
+	Files map[string]string `json:"files,omitempty"`
 }
 
 // SessionList answers GET /sessions.
@@ -294,7 +311,10 @@ func (s *Server) sessionError(ctx context.Context, e *sessionEntry, err error) *
 	if ctx.Err() != nil {
 		return s.runError(ctx, e.language, err)
 	}
-	if errors.Is(err, core.ErrUnsupported) {
+	var refused *core.RefusedError
+	if errors.Is(err, core.ErrUnsupported) || errors.As(err, &refused) {
+		// the runtime refused the request (say, a cell's file through a
+		// symlink); the session is fine
 		return s.runError(ctx, e.language, err)
 	}
 	if s.sessions.remove(e.id) != nil {
