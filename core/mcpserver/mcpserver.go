@@ -75,9 +75,10 @@ type SessionOpened struct {
 
 // SessionRunInput are session_run's arguments.
 type SessionRunInput struct {
-	SessionID      string   `json:"session_id" jsonschema:"the id session_open returned"`
-	Code           string   `json:"code" jsonschema:"code to run in the session; variables, imports and functions from earlier calls are still defined"`
-	TimeoutSeconds *float64 `json:"timeout_seconds,omitempty" jsonschema:"wall-clock limit of this call in seconds (default: the server's)"`
+	SessionID      string            `json:"session_id" jsonschema:"the id session_open returned"`
+	Code           string            `json:"code" jsonschema:"code to run in the session; variables, imports and functions from earlier calls are still defined"`
+	TimeoutSeconds *float64          `json:"timeout_seconds,omitempty" jsonschema:"wall-clock limit of this call in seconds (default: the server's)"`
+	Files          map[string]string `json:"files,omitempty" jsonschema:"files written into the session's working directory before the code runs, replacing files of the same name: relative path to base64 content"`
 }
 
 // SessionVariableInput are session_get_variable's arguments.
@@ -146,7 +147,9 @@ func New(srv *server.Server, o Options) *mcp.Server {
 	}, t.sessionOpen)
 	mcp.AddTool(ms, &mcp.Tool{
 		Name: "session_run",
-		Description: "Run code in an open session; state from earlier calls is kept. Returns stdout, stderr and errors (a raised exception is reported with isError). " +
+		Description: "Run code in an open session; state from earlier calls is kept. Returns stdout, stderr and errors (a raised exception is reported with isError), " +
+			"and in result the repr of the code's final expression, as a notebook shows it (null when the code ends in a statement). " +
+			"files are written into the session's working directory first; files the code creates or changes there come back base64-encoded in files_produced. " +
 			"If the result says state_lost, the session was restarted after a timeout and its variables are gone.",
 		Annotations: &mcp.ToolAnnotations{Title: "Run code in a session", OpenWorldHint: &yes},
 	}, t.sessionRun)
@@ -236,7 +239,7 @@ func (t *tools) sessionRun(ctx context.Context, _ *mcp.CallToolRequest, in Sessi
 		return nil, nil, fmt.Errorf("session_id is empty: pass the id session_open returned")
 	}
 	code := in.Code
-	req := &server.CellRequest{Code: &code}
+	req := &server.CellRequest{Code: &code, Files: in.Files}
 	if in.TimeoutSeconds != nil {
 		ms := int64(math.Ceil(*in.TimeoutSeconds * 1000))
 		req.TimeoutMs = &ms
@@ -330,6 +333,9 @@ func Summary(r *server.ExecuteResponse) string {
 	}
 	section("stdout", r.Stdout, r.StdoutOmitted)
 	section("stderr", r.Stderr, r.StderrOmitted)
+	if r.Result != nil {
+		section("result", *r.Result, 0)
+	}
 	if len(r.FilesProduced) > 0 {
 		names := make([]string, 0, len(r.FilesProduced))
 		for n := range r.FilesProduced {

@@ -136,7 +136,7 @@ func TestListTools(t *testing.T) {
 		"run_code":             {"language", "code", "stdin", "timeout_seconds", "files"},
 		"list_runtimes":        nil,
 		"session_open":         {"language", "context"},
-		"session_run":          {"session_id", "code", "timeout_seconds"},
+		"session_run":          {"session_id", "code", "timeout_seconds", "files"},
 		"session_get_variable": {"session_id", "name"},
 		"session_close":        {"session_id"},
 	}
@@ -284,8 +284,19 @@ func TestSession(t *testing.T) {
 		t.Fatalf("first cell: %v %q", c.out, c.text)
 	}
 	c = callTool(t, cs, "session_run", map[string]any{"session_id": id, "code": "print(n, words[-1])"})
-	if c.res.IsError || c.out["stdout"] != "3 haystack\n" {
+	if c.res.IsError || c.out["stdout"] != "3 haystack\n" || c.out["result"] != nil {
 		t.Errorf("second cell: %v %q", c.out, c.text)
+	}
+	// the final expression's value, files in and produced files out
+	c = callTool(t, cs, "session_run", map[string]any{"session_id": id, "files": map[string]any{"in.txt": "aGk="},
+		"code": "open('out.txt', 'w').write(open('in.txt').read() * 2)\nn * 14"})
+	if c.res.IsError || c.out["result"] != "42" || mustJSON(c.out["files_produced"]) != `{"out.txt":"aGloaQ=="}` ||
+		!strings.Contains(c.text, "--- result ---\n42\n") || !strings.Contains(c.text, "files produced (base64 in files_produced): out.txt") {
+		t.Errorf("value and files: %v %q", c.out, c.text)
+	}
+	c = callTool(t, cs, "session_run", map[string]any{"session_id": id, "code": "1", "files": map[string]any{"../x": ""}})
+	if !c.res.IsError || !strings.Contains(c.text, "..") {
+		t.Errorf("escaping file: %v %q", c.out, c.text)
 	}
 	c = callTool(t, cs, "session_get_variable", map[string]any{"session_id": id, "name": "words"})
 	if v, _ := c.out["value"].([]any); c.res.IsError || len(v) != 4 || v[0] != "needle" {
@@ -393,4 +404,12 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }
