@@ -72,3 +72,36 @@ func TestPythonPoolSessionsNeverShareState(t *testing.T) {
 		}
 	}
 }
+
+// A warm session proxied by the daemon passes a cell's files in and its
+// value and produced files out; a program run as a warm cell keeps script
+// semantics (no value).
+func TestPythonCellFilesAndValueThroughTheDaemon(t *testing.T) {
+	r := startPythonDaemon(t, 1)
+	rt, err := Dial(context.Background(), r.socket, "python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := rt.OpenSession(ctx, core.SessionOptions{ReturnFiles: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res, err := s.(core.CellRunner).RunCell(ctx, core.Cell{
+		Code:  "open('out.txt', 'w').write(open('in.txt').read() + '!')\nopen('out.txt').read()",
+		Files: []core.File{{Path: "in.txt", Data: []byte("hi")}},
+	})
+	if err != nil || res.Error != "" {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if res.Value == nil || *res.Value != "'hi!'" || len(res.Files) != 1 || res.Files[0].Path != "out.txt" || string(res.Files[0].Data) != "hi!" {
+		t.Fatalf("value %v files %+v", res.Value, res.Files)
+	}
+	prog, err := rt.Run(ctx, core.Program{Code: "print(1)\n1 + 1"})
+	if err != nil || prog.Stdout != "1\n" || prog.Value != nil || prog.Backend != BackendName {
+		t.Fatalf("program: %v %+v", err, prog)
+	}
+}

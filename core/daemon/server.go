@@ -589,6 +589,7 @@ func (r *runtimeService) Run(ctx context.Context, req *pb.RunRequest) (*pb.Resul
 			h.warmRuns.Add(1)
 			res.Backend = BackendName
 			res.StateLost = false // the worker is discarded: no state to lose
+			res.Value = nil       // a program runs as a script: no final value
 			if res.GetEndedBy() == pb.EndedBy_TIMEOUT {
 				// Say it as a program run does, not as a cell would.
 				res.Error = fmt.Sprintf("timed out after %s", time.Duration(req.GetLimits().GetWallMs())*time.Millisecond)

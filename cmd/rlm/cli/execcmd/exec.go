@@ -251,7 +251,11 @@ func execute(ctx context.Context, rt *core.Runtime, p core.Program) (*core.Resul
 		return nil, err
 	}
 	defer s.Close()
-	return s.Execute(ctx, p.Code, p.Limits.Wall)
+	res, err := s.Execute(ctx, p.Code, p.Limits.Wall)
+	if res != nil {
+		res.Value = nil // a program runs as a script: no final value
+	}
+	return res, err
 }
 
 // ExitCode maps a result to rlm exec's exit status.
