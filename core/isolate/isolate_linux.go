@@ -278,6 +278,21 @@ func (c *Cmd) HostWorkdir() string {
 	return c.spec.Dir
 }
 
+// CreateAs runs create, which makes files or directories in HostWorkdir
+// while the program runs (a REPL session's uploads between cells), so that
+// what it makes belongs to the program's user and its working directory
+// takes it: under LevelNamespace for a root caller with the calling
+// thread's file-system uid and gid set to the sandbox's (the sandbox's
+// tmpfs refuses inodes of a uid its user namespace does not map, EOVERFLOW
+// for host root), otherwise as the caller.
+func (c *Cmd) CreateAs(create func() error) error {
+	owner := -1
+	if c.spec.Level == LevelNamespace && os.Geteuid() == 0 {
+		owner = sandboxHostUID
+	}
+	return asOwner(owner, create)
+}
+
 // Run is Start then Wait.
 func (c *Cmd) Run() error {
 	if err := c.Start(); err != nil {

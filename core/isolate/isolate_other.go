@@ -41,6 +41,9 @@ func (c *Cmd) ProgramPid() int     { return 0 }
 func (c *Cmd) Workdir() string     { return "" }
 func (c *Cmd) HostWorkdir() string { return "" }
 
+// CreateAs runs create as is.
+func (c *Cmd) CreateAs(create func() error) error { return create() }
+
 // ReapOwner does nothing outside Linux, where Command runs nothing.
 func ReapOwner(owner int, tmpDirs ...string) {}
 
