@@ -46,6 +46,10 @@ type SessionOptions struct {
 	// program's do (program.Snapshot). Nil: the session takes no files
 	// (a cell that brings some is refused) and returns none.
 	Dir func() string
+	// CreateAs, when not nil, runs each step that creates a cell's file or
+	// directory in Dir (isolate.Cmd.CreateAs: a namespace sandbox's
+	// directory takes only entries of its own user's).
+	CreateAs func(create func() error) error
 	// Limits are the session's (from its open message): MaxFiles and
 	// MaxFileBytes bound the files a cell returns.
 	Limits *pb.Limits
@@ -158,7 +162,7 @@ func (ss *sessionServer) handle(req *pb.SessionRequest) {
 		if files := ex.GetFiles(); len(files) > 0 {
 			err := errors.New("this runtime's sessions cannot take files")
 			if dir != "" {
-				err = program.PutFiles(dir, files)
+				err = program.PutFiles(dir, files, ss.opts.CreateAs)
 			}
 			if err != nil {
 				_ = ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Result{Result: &pb.CellResult{Id: ex.GetId(), FilesError: err.Error()}}})

@@ -24,25 +24,23 @@ import (
 // whether or not it points inside dir (an error naming it; a directory
 // where the file should go is one too). The writes go through os.Root, so a
 // link the program swaps in meanwhile cannot lead them out of dir either.
-// When this process is root and dir belongs to another user (the uid a root
-// caller's sandbox runs as), what PutFiles creates is given to that user,
-// so the program can change and remove it as its own files.
+//
+// createAs, when not nil, runs each step that creates, renames or removes
+// a file or directory (see isolate.Cmd.CreateAs: a sandbox whose directory
+// takes only entries of its own user's); nil runs them as this process.
 //
 // Files are written in order; on an error the earlier ones stay.
-func PutFiles(dir string, files []*pb.File) error {
+func PutFiles(dir string, files []*pb.File, createAs func(create func() error) error) error {
+	if createAs == nil {
+		createAs = func(create func() error) error { return create() }
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return fmt.Errorf("opening the working directory: %w", err)
 	}
 	defer root.Close()
-	own := func(string) error { return nil }
-	if fi, err := root.Stat("."); err == nil {
-		if uid, gid, ok := ownerToGive(fi); ok {
-			own = func(name string) error { return root.Lchown(name, uid, gid) }
-		}
-	}
 	for _, f := range files {
-		if err := putFile(root, f, own); err != nil {
+		if err := putFile(root, f, createAs); err != nil {
 			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 				return fmt.Errorf("file %q: the working directory is full (its disk limit): %w", f.GetPath(), err)
 			}
@@ -52,7 +50,7 @@ func PutFiles(dir string, files []*pb.File) error {
 	return nil
 }
 
-func putFile(root *os.Root, f *pb.File, own func(string) error) error {
+func putFile(root *os.Root, f *pb.File, createAs func(func() error) error) error {
 	name, err := CleanName(f.GetPath())
 	if err != nil {
 		return err
@@ -67,10 +65,7 @@ func putFile(root *os.Root, f *pb.File, own func(string) error) error {
 		st, err := root.Lstat(cur)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			if err := root.Mkdir(cur, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-				return fail("%v", err)
-			}
-			if err := own(cur); err != nil {
+			if err := createAs(func() error { return root.Mkdir(cur, 0o755) }); err != nil && !errors.Is(err, fs.ErrExist) {
 				return fail("%v", err)
 			}
 		case err != nil:
@@ -96,7 +91,11 @@ func putFile(root *os.Root, f *pb.File, own func(string) error) error {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := path.Join(path.Dir(name), ".rlm-put-"+hex.EncodeToString(rnd[:]))
-	fh, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	var fh *os.File
+	err = createAs(func() (err error) {
+		fh, err = root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+		return err
+	})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -105,13 +104,12 @@ func putFile(root *os.Root, f *pb.File, own func(string) error) error {
 		err = cerr
 	}
 	if err == nil {
-		err = own(tmp)
-	}
-	if err == nil {
-		err = root.Rename(tmp, name)
+		// a rename into a directory is a create too (a user-namespace
+		// tmpfs refuses it from an unmapped uid)
+		err = createAs(func() error { return root.Rename(tmp, name) })
 	}
 	if err != nil {
-		_ = root.Remove(tmp)
+		_ = createAs(func() error { return root.Remove(tmp) })
 		return fail("%v", err)
 	}
 	return nil

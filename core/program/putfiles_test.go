@@ -12,7 +12,7 @@ import (
 
 func TestPutFilesWritesAndReplaces(t *testing.T) {
 	dir := t.TempDir()
-	if err := PutFiles(dir, []*pb.File{{Path: "a.txt", Data: []byte("one")}, {Path: "d/e/b.bin", Data: []byte{0, 1}, Mode: 0o600}}); err != nil {
+	if err := PutFiles(dir, []*pb.File{{Path: "a.txt", Data: []byte("one")}, {Path: "d/e/b.bin", Data: []byte{0, 1}, Mode: 0o600}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// a second upload replaces, through a hard link too without writing the
@@ -20,7 +20,7 @@ func TestPutFilesWritesAndReplaces(t *testing.T) {
 	if err := os.Link(filepath.Join(dir, "a.txt"), filepath.Join(dir, "other.txt")); err != nil {
 		t.Fatal(err)
 	}
-	if err := PutFiles(dir, []*pb.File{{Path: "./a.txt", Data: []byte("two")}}); err != nil {
+	if err := PutFiles(dir, []*pb.File{{Path: "./a.txt", Data: []byte("two")}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{"a.txt": "two", "other.txt": "one", "d/e/b.bin": "\x00\x01"} {
@@ -36,6 +36,27 @@ func TestPutFilesWritesAndReplaces(t *testing.T) {
 		if strings.HasPrefix(e.Name(), ".rlm-put-") {
 			t.Errorf("temporary file left: %s", e.Name())
 		}
+	}
+}
+
+// Every step that creates something goes through createAs (a sandbox's
+// directory may take only entries of its own user's).
+func TestPutFilesCreatesThroughCreateAs(t *testing.T) {
+	dir := t.TempDir()
+	n := 0
+	as := func(create func() error) error {
+		n++
+		return create()
+	}
+	if err := PutFiles(dir, []*pb.File{{Path: "d/e/f", Data: []byte("x")}, {Path: "d/g", Data: []byte("y")}}, as); err != nil {
+		t.Fatal(err)
+	}
+	if n != 6 { // d, d/e, then a temporary file and its rename for each
+		t.Fatalf("createAs ran %d times, want 6", n)
+	}
+	refuse := func(func() error) error { return os.ErrPermission }
+	if err := PutFiles(dir, []*pb.File{{Path: "h", Data: []byte("x")}}, refuse); err == nil {
+		t.Fatal("a refused create was not an error")
 	}
 }
 
@@ -59,7 +80,7 @@ func TestPutFilesRefusesEscapes(t *testing.T) {
 		{"in", "is a directory"},
 		{"plain/f", "plain is not a directory"},
 	} {
-		err := PutFiles(dir, []*pb.File{{Path: c.name, Data: []byte("x")}})
+		err := PutFiles(dir, []*pb.File{{Path: c.name, Data: []byte("x")}}, nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.name, err, c.want)
 		}

@@ -60,16 +60,16 @@ func (s *Server) Session(stream pb.Runtime_SessionServer) error {
 	}
 	return plugin.ServeSession(stream, proc, plugin.SessionOptions{
 		Backend: "native", Isolation: string(level), Wall: time.Duration(open.GetLimits().GetWallMs()) * time.Millisecond,
-		Dir: wd.get, Limits: open.GetLimits(),
+		Dir: wd.get, CreateAs: wd.createAs, Limits: open.GetLimits(),
 	})
 }
 
 // workdir is where a session's interpreter works on the host: the session
-// directory, or under namespace the sandbox's own directory, which for a
-// root caller (or with a disk limit) is a private copy that changes with
+// directory, or under namespace the sandbox's own /workspace tmpfs (reached
+// through a descriptor isolate holds), a private copy that changes with
 // every restart and reaches the session directory only when the
 // interpreter exits (see core/isolate). Cell files go where the
-// interpreter sees them now.
+// interpreter sees them now, created as its user.
 type workdir struct {
 	dir string
 	mu  sync.Mutex
@@ -80,6 +80,17 @@ func (w *workdir) started(c *isolate.Cmd) {
 	w.mu.Lock()
 	w.cmd = c
 	w.mu.Unlock()
+}
+
+// createAs creates as the current sandbox's user (see isolate.Cmd.CreateAs).
+func (w *workdir) createAs(create func() error) error {
+	w.mu.Lock()
+	c := w.cmd
+	w.mu.Unlock()
+	if c == nil {
+		return create()
+	}
+	return c.CreateAs(create)
 }
 
 func (w *workdir) get() string {
