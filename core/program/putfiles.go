@@ -42,7 +42,7 @@ func PutFiles(dir string, files []*pb.File, createAs func(create func() error) e
 	for _, f := range files {
 		if err := putFile(root, f, createAs); err != nil {
 			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-				return fmt.Errorf("file %q: the working directory is full (its disk limit): %w", f.GetPath(), err)
+				return fmt.Errorf("file %q: the working directory is full (its disk limit is reached); the file was not written", f.GetPath())
 			}
 			return err
 		}
@@ -58,6 +58,7 @@ func putFile(root *os.Root, f *pb.File, createAs func(func() error) error) error
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("file %q: %s", f.GetPath(), fmt.Sprintf(format, args...))
 	}
+	failErr := func(err error) error { return fmt.Errorf("file %q: %w", f.GetPath(), err) }
 	parts := strings.Split(name, "/")
 	cur := ""
 	for _, part := range parts[:len(parts)-1] {
@@ -66,10 +67,10 @@ func putFile(root *os.Root, f *pb.File, createAs func(func() error) error) error
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			if err := createAs(func() error { return root.Mkdir(cur, 0o755) }); err != nil && !errors.Is(err, fs.ErrExist) {
-				return fail("%v", err)
+				return failErr(err)
 			}
 		case err != nil:
-			return fail("%v", err)
+			return failErr(err)
 		case st.Mode()&fs.ModeSymlink != 0:
 			return fail("%s is a symlink; refusing to follow it", cur)
 		case !st.IsDir():
@@ -97,7 +98,7 @@ func putFile(root *os.Root, f *pb.File, createAs func(func() error) error) error
 		return err
 	})
 	if err != nil {
-		return fail("%v", err)
+		return failErr(err)
 	}
 	_, err = fh.Write(f.GetData())
 	if cerr := fh.Close(); err == nil {
@@ -110,7 +111,7 @@ func putFile(root *os.Root, f *pb.File, createAs func(func() error) error) error
 	}
 	if err != nil {
 		_ = createAs(func() error { return root.Remove(tmp) })
-		return fail("%v", err)
+		return failErr(err)
 	}
 	return nil
 }

@@ -358,4 +358,17 @@ func TestCellFiles(t *testing.T) {
 			}
 		})
 	}
+	// Uploads count toward the disk limit of the namespace sandbox's
+	// working directory: one that does not fit says so.
+	if _, err := exec.LookPath("bwrap"); err == nil {
+		s := open(t, rt, core.SessionOptions{Limits: core.Limits{Isolation: "namespace", MaxDiskBytes: 1 << 20}})
+		_, err := s.(core.CellRunner).RunCell(context.Background(), core.Cell{Code: "1", Files: []core.File{{Path: "big", Data: make([]byte, 2<<20)}}})
+		var refused *core.RefusedError
+		if !errors.As(err, &refused) || !strings.Contains(err.Error(), "working directory is full") {
+			t.Fatalf("an upload over the disk limit: %v", err)
+		}
+		if r := run(t, s, "import os\nos.listdir('.')"); r.Value == nil || *r.Value != "[]" {
+			t.Fatalf("after the refused upload: %+v", r)
+		}
+	}
 }
