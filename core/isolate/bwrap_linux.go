@@ -74,6 +74,9 @@ func planBwrap(bwrap string, spec *Spec, st *stage, firstFD int, seccomp []byte)
 	if spec.AllowNetwork {
 		add("--share-net")
 	}
+	if spec.AsInit {
+		add("--as-pid-1")
+	}
 	add("--ro-bind", "/usr", "/usr")
 	for _, l := range rootLinks {
 		fi, err := os.Lstat(l)

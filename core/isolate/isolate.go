@@ -212,6 +212,14 @@ type Spec struct {
 	DataBytes int64
 	TmpBytes  int64 // size of the private /tmp and of /dev/shm (namespace); 0 = DefaultTmpBytes
 
+	// AsInit makes the program the sandbox's pid 1 (LevelNamespace only;
+	// bwrap --as-pid-1) instead of a child of bwrap's reaper. The kernel
+	// then drops every signal sent from inside the sandbox that the program
+	// has no handler for, SIGKILL and SIGSTOP included, so a warm worker that
+	// forks each request's program (core/warm) cannot be killed or stopped
+	// by that program; and the program reaps every orphan of the sandbox.
+	AsInit bool
+
 	// AllowNetwork keeps the host network under LevelNamespace (and exposes
 	// /etc/resolv.conf, /etc/ssl and /etc/ca-certificates). The other levels
 	// never isolate the network.

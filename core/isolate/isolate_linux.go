@@ -614,6 +614,9 @@ func (c *Cmd) ProgramPid() int {
 	if init <= 0 || reaped {
 		return 0
 	}
+	if c.spec.AsInit {
+		return init
+	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(init) + "/task/" + strconv.Itoa(init) + "/children")
 	if err != nil {
 		return 0
@@ -1026,24 +1029,8 @@ func (c *Cmd) computeOutcome() Outcome {
 	o.MemoryLimitHit = oom > 0
 	o.ProcessLimitHit = pidsMax > 0
 	o.DiskLimitHit = c.ws != nil && c.ws.full()
-	cleanExit := !signaled && o.ExitCode == 0 && c.leftovers == 0
 	cpu := st.UserTime() + st.SystemTime()
-	switch {
-	case o.MemoryLimitHit && !cleanExit:
-		o.Ending = EndedMemoryLimit
-	case killedBy != "":
-		o.Ending = killedBy
-	case signaled && (sig == syscall.SIGXCPU || (sig == syscall.SIGKILL && c.spec.CPUSeconds > 0 && cpu >= time.Duration(c.spec.CPUSeconds)*time.Second)):
-		o.Ending = EndedCPULimit
-	case o.ProcessLimitHit && !cleanExit:
-		o.Ending = EndedProcessLimit
-	case o.DiskLimitHit && !cleanExit:
-		o.Ending = EndedDiskLimit
-	case signaled:
-		o.Ending = EndedSignal
-	default:
-		o.Ending = EndedExit
-	}
+	o.Ending = judge(o, signaled, sig, killedBy, c.leftovers, cpu, c.spec.CPUSeconds)
 	return o
 }
 

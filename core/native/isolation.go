@@ -11,6 +11,7 @@ import (
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
+	"github.com/rlmkit/rlm/core/warm"
 )
 
 // isolatedSpawner starts programs through core/isolate. It is what every
@@ -82,23 +83,7 @@ func (p *isolatedProcess) Wait() (program.Exit, error) {
 
 // EndedBy maps isolate's endings onto the wire's; exit and signal are left
 // to the caller, which knows them from the status (ENDED_BY_UNSPECIFIED).
-func EndedBy(e isolate.Ending) pb.EndedBy {
-	switch e {
-	case isolate.EndedTimeout:
-		return pb.EndedBy_TIMEOUT
-	case isolate.EndedCancelled:
-		return pb.EndedBy_CANCELLED
-	case isolate.EndedMemoryLimit:
-		return pb.EndedBy_MEMORY_LIMIT
-	case isolate.EndedProcessLimit:
-		return pb.EndedBy_PROCESS_LIMIT
-	case isolate.EndedDiskLimit:
-		return pb.EndedBy_DISK_LIMIT
-	case isolate.EndedCPULimit:
-		return pb.EndedBy_CPU_LIMIT
-	}
-	return pb.EndedBy_ENDED_BY_UNSPECIFIED
-}
+func EndedBy(e isolate.Ending) pb.EndedBy { return warm.EndedBy(e) }
 
 // ReadOnlyPaths is what a namespace sandbox must show of the host for the
 // runtime to start: the installation prefix of an interpreter kept outside

@@ -22,6 +22,7 @@ import (
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
+	"github.com/rlmkit/rlm/core/warm"
 )
 
 // Version is the plugin version reported by Info; set by the build.
@@ -61,6 +62,12 @@ type Runtime struct {
 	// declares those of them this host supports. Programs need no such
 	// list: Run enforces every level core/isolate has here.
 	SessionLevels []isolate.Level
+	// Warm, when set, lets programs run under isolation namespace in warm
+	// sandboxes (core/warm) once the plugin serves more than one run: it
+	// says how the sandbox's worker runs the program (the mode and the
+	// worker's interpreter) and what else of the host it must show; false
+	// keeps a sandbox per run (no Python for the worker, say).
+	Warm func(t toolpath.Tool) (warm.Config, bool)
 }
 
 // Server serves the runtime service for a Runtime. Plugins embed it and
@@ -186,6 +193,9 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 			ro = append(ro, argv[0]) // a compiled program (golang's cache)
 		}
 		sp = &isolatedSpawner{ctx: ctx, level: level, limits: req.GetLimits(), ro: ReadOnlyPaths(t, append(ro, ctxFile)...)}
+		if w := s.warmSpawner(ctx, t, level, req, ro, ctxFile, sp); w != nil {
+			sp = w
+		}
 	case s.RT.Spawner != nil:
 		sp = s.RT.Spawner(t, req)
 	}
@@ -206,6 +216,30 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	}
 	ws.Finish(res)
 	return res, nil
+}
+
+// warmSpawner returns a spawner that runs the program in a warm sandbox
+// (core/warm), or nil to build a sandbox for this run alone. Only
+// namespace runs qualify (the warm path gives exactly that level), and only
+// runs whose sandbox needs nothing particular to them (installed
+// requirements, a context file, a compiled binary would each need a
+// sandbox of their own).
+func (s *Server) warmSpawner(ctx context.Context, t toolpath.Tool, level isolate.Level, req *pb.RunRequest, ro []string, ctxFile string, cold program.Spawner) program.Spawner {
+	if level != isolate.LevelNamespace || s.RT.Warm == nil || len(ro) > 0 || ctxFile != "" || warm.Disabled() {
+		return nil
+	}
+	cfg, ok := s.RT.Warm(t)
+	if !ok {
+		return nil
+	}
+	l := req.GetLimits()
+	cfg.ReadOnlyPaths = ReadOnlyPaths(t, cfg.ReadOnlyPaths...)
+	cfg.DiskBytes, cfg.AllowNetwork = l.GetMaxDiskBytes(), l.GetAllowNetwork()
+	pool := warm.For(cfg)
+	if !pool.Ready() {
+		return nil
+	}
+	return pool.Spawner(ctx, warm.Run{Limits: l, ReturnFiles: req.GetReturnFiles(), Fallback: cold})
 }
 
 func writeContext(c *pb.Context) (string, error) {

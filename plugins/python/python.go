@@ -17,6 +17,7 @@ import (
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
+	"github.com/rlmkit/rlm/core/warm"
 )
 
 // probeScript prints what the plugin needs to know about an interpreter in
@@ -70,6 +71,11 @@ var Runtime = &native.Runtime{
 		// Bytecode caches would land in the workspace and come back as
 		// produced files.
 		return []string{"PYTHONDONTWRITEBYTECODE=1"}
+	},
+	// Programs under namespace run in warm sandboxes: the worker is this
+	// interpreter, and each program the file run as __main__ in its fork.
+	Warm: func(t toolpath.Tool) (warm.Config, bool) {
+		return warm.Config{Mode: warm.ModePython, Python: t.Exe}, true
 	},
 	Installer:    installer,
 	InstallEnv:   useInstalled,

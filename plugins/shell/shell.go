@@ -12,6 +12,7 @@ import (
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
+	"github.com/rlmkit/rlm/core/warm"
 )
 
 // Probe reports bash's version as the first line of `bash --version`.
@@ -35,6 +36,19 @@ var Runtime = &native.Runtime{
 		return append([]string{t.Exe, ws.CodePath}, pb.Strings(req.GetArgs())...)
 	},
 	Capabilities: []string{"program", "check", "files"},
+	// Programs under namespace run in warm sandboxes when the host has a
+	// python3 for the worker, which execs bash for each script.
+	Warm: warmExec,
+}
+
+// warmExec is the warm sandbox of runtimes that exec their program (bash):
+// the host's python3 runs the worker.
+func warmExec(toolpath.Tool) (warm.Config, bool) {
+	exe, prefix, err := warm.FindPython()
+	if err != nil {
+		return warm.Config{}, false
+	}
+	return warm.Config{Mode: warm.ModeExec, Python: exe, ReadOnlyPaths: []string{prefix}}, true
 }
 
 // Server is the shell plugin's runtime service.

@@ -30,6 +30,7 @@ import (
 
 	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/program"
+	"github.com/rlmkit/rlm/core/warm"
 )
 
 //go:embed zygote.py
@@ -63,7 +64,7 @@ func Start(python string, env []string) (*Server, error) {
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "forkserver"), os.NewFile(uintptr(fds[1]), "zygote")
 	defer theirs.Close()
-	cmd := exec.Command(python, "-c", string(zygote))
+	cmd := exec.Command(python, "-c", warm.PythonMain()+string(zygote))
 	cmd.Env = env
 	cmd.Dir = dir
 	cmd.ExtraFiles = []*os.File{theirs}

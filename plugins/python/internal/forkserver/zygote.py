@@ -6,7 +6,8 @@
 # when the child has been reaped.
 #
 # Only small standard modules are imported here: whatever this process
-# imports, every child inherits already imported.
+# imports, every child inherits already imported. core/warm's pymain.py
+# (run_main: the script semantics) is prepended to this file at start.
 import array
 import json
 import os
@@ -22,7 +23,6 @@ os.set_blocking(wake_w, False)
 signal.set_wakeup_fd(wake_w)
 signal.signal(signal.SIGCHLD, lambda *_: None)
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-zygote_path0 = sys.path[0]
 
 
 def send(obj):
@@ -52,41 +52,7 @@ def child(req, fds):
             os.dup2(fd, i)
             os.close(fd)
         os.chdir(req["dir"])
-        os.environ.clear()
-        os.environ.update(req["env"])
-        sys.dont_write_bytecode = bool(req["env"].get("PYTHONDONTWRITEBYTECODE"))
-        path = req["argv"][0]
-        sys.argv = list(req["argv"])
-        extra = [p for p in req["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
-        rest = [p for p in sys.path if p != zygote_path0]
-        sys.path[:] = [os.path.dirname(os.path.abspath(path))] + extra + rest
-        import builtins
-        import types
-
-        main = types.ModuleType("__main__")
-        main.__file__ = path
-        main.__builtins__ = builtins
-        main.__cached__ = None
-        sys.modules["__main__"] = main
-        with open(path, "rb") as f:
-            source = f.read()
-        compiled = compile(source, path, "exec", dont_inherit=True)
-        try:
-            exec(compiled, main.__dict__)
-            code = 0
-        except SystemExit as e:
-            code = exit_code(e)
-        except KeyboardInterrupt:
-            finish()
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGINT)
-        except BaseException as e:
-            import traceback
-
-            # Drop this file's frame so the traceback reads like a script's.
-            traceback.print_exception(type(e), e, e.__traceback__.tb_next)
-            code = 1
-        code = finish(code)
+        code = run_main(req["argv"], req["env"])
     except BaseException as e:  # a failure of the fork server itself
         try:
             os.write(2, ("rlm fork server: %s: %s\n" % (type(e).__name__, e)).encode())
@@ -94,43 +60,6 @@ def child(req, fds):
             pass
         code = 1
     os._exit(code)
-
-
-def exit_code(e):
-    c = e.code
-    if c is None:
-        return 0
-    if isinstance(c, int):
-        return c & 0xFF
-    try:
-        print(c, file=sys.stderr)
-    except Exception:
-        pass
-    return 1
-
-
-def finish(code=0):
-    """What the interpreter does at exit: join threads, run atexit, flush."""
-    try:
-        t = sys.modules.get("threading")
-        if t is not None:
-            t._shutdown()
-    except BaseException:
-        pass
-    try:
-        import atexit
-
-        atexit._run_exitfuncs()
-    except SystemExit as e:
-        code = exit_code(e)
-    except BaseException:
-        pass
-    for f in (sys.stdout, sys.stderr):
-        try:
-            f.flush()
-        except BaseException:
-            code = code or 120
-    return code
 
 
 def reap():

@@ -1,0 +1,193 @@
+package warm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rlmkit/rlm/core/isolate"
+)
+
+// startTimeout bounds a sandbox's start (bwrap, the interpreter, the
+// worker's first message); a machine under heavy load can take seconds.
+const startTimeout = 60 * time.Second
+
+// sandbox is one namespace sandbox with its worker, serving one request at a
+// time.
+type sandbox struct {
+	cmd  *isolate.Cmd
+	dir  string
+	conn *net.UnixConn
+
+	msgs chan message // status and clean messages, in order
+	dead chan struct{}
+	once sync.Once
+	err  error
+}
+
+// message is what the worker sends on its control socket.
+type message struct {
+	Ready     bool   `json:"ready"`
+	ID        int64  `json:"id"`
+	Status    *int   `json:"status"`
+	Leftovers int    `json:"leftovers"`
+	DiskFull  bool   `json:"disk_full"`
+	CPUNs     int64  `json:"cpu_ns"`
+	MaxRSS    int64  `json:"maxrss"`
+	Clean     *bool  `json:"clean"`
+	Error     string `json:"error"`
+}
+
+// startSandbox builds a sandbox for cfg and waits for its worker.
+func startSandbox(cfg Config) (*sandbox, error) {
+	dir, err := os.MkdirTemp("", "rlm-warm-")
+	if err != nil {
+		return nil, err
+	}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "warm"), os.NewFile(uintptr(fds[1]), "worker")
+	defer theirs.Close()
+	env := append(isolate.DefaultEnv(isolate.SandboxWorkdir), "PYTHONDONTWRITEBYTECODE=1")
+	if cfg.DiskBytes > 0 {
+		env = append(env, "RLM_WARM_DISK=1")
+	}
+	cmd, err := isolate.Command(context.Background(), isolate.Spec{
+		Level:         isolate.LevelNamespace,
+		Argv:          []string{cfg.Python, "-c", pyMain + pyWorker},
+		Env:           env,
+		Dir:           dir,
+		ReadOnlyPaths: cfg.ReadOnlyPaths,
+		// The worker's own cgroup: it, bwrap, and a request's child until
+		// the child is moved into the request's cgroups (or a collector).
+		MaxProcesses: 16,
+		DiskBytes:    cfg.DiskBytes,
+		TmpBytes:     cfg.TmpBytes,
+		AllowNetwork: cfg.AllowNetwork,
+		ExtraFiles:   []*os.File{theirs},
+		AsInit:       true,
+	})
+	if err != nil {
+		mine.Close()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		mine.Close()
+		_ = cmd.Cleanup()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	fc, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		_ = cmd.Cleanup()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	sb := &sandbox{cmd: cmd, dir: dir, conn: fc.(*net.UnixConn), msgs: make(chan message, 4), dead: make(chan struct{})}
+	ready := make(chan error, 1)
+	go sb.read(ready)
+	select {
+	case err = <-ready:
+	case <-time.After(startTimeout):
+		err = errors.New("no answer")
+	}
+	if err != nil {
+		sb.kill(err)
+		return nil, fmt.Errorf("warm sandbox did not start: %w", err)
+	}
+	return sb, nil
+}
+
+func (sb *sandbox) read(ready chan<- error) {
+	buf := make([]byte, 1<<16)
+	first := true
+	for {
+		n, _, _, _, err := sb.conn.ReadMsgUnix(buf, nil)
+		if err == nil && n == 0 {
+			err = errors.New("the worker exited")
+		}
+		var m message
+		if err == nil {
+			err = json.Unmarshal(buf[:n], &m)
+		}
+		if err != nil {
+			if first {
+				ready <- err
+			}
+			sb.kill(err)
+			return
+		}
+		if first {
+			first = false
+			if !m.Ready {
+				ready <- errors.New("unexpected first message")
+				sb.kill(errors.New("protocol error"))
+				return
+			}
+			ready <- nil
+			continue
+		}
+		select {
+		case sb.msgs <- m:
+		case <-sb.dead:
+			return
+		}
+	}
+}
+
+// send writes one control message with descriptors attached.
+func (sb *sandbox) send(v any, files ...*os.File) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var oob []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		oob = syscall.UnixRights(fds...)
+	}
+	_, _, err = sb.conn.WriteMsgUnix(b, oob, nil)
+	return err
+}
+
+func (sb *sandbox) alive() bool {
+	select {
+	case <-sb.dead:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill ends the sandbox (idempotent) and releases what isolate allocated.
+func (sb *sandbox) kill(why error) {
+	sb.once.Do(func() {
+		sb.err = why
+		close(sb.dead)
+		sb.conn.Close()
+		go func() {
+			_ = sb.cmd.Cleanup()
+			os.RemoveAll(sb.dir)
+		}()
+	})
+}
+
+// Pid is the host pid of the sandbox's bwrap, and WorkerPid that of its
+// worker; tests kill them to prove faults are handled.
+func (sb *sandbox) Pid() int       { return sb.cmd.Pid() }
+func (sb *sandbox) WorkerPid() int { return sb.cmd.ProgramPid() }

@@ -1,0 +1,487 @@
+package warm
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rlmkit/rlm/core/isolate"
+	"github.com/rlmkit/rlm/core/program"
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+// Run describes one request for Spawner.
+type Run struct {
+	Limits *pb.Limits
+	// ReturnFiles says whether produced files are wanted: only then do they
+	// cross back from the sandbox.
+	ReturnFiles bool
+	// Fallback starts the program when no warm sandbox can be had (the
+	// pool cannot start one here): a cold sandbox of the same level.
+	Fallback program.Spawner
+}
+
+// Spawner returns a program.Spawner that runs one program in one of the
+// pool's sandboxes, waiting for a free one (until ctx is done).
+func (p *Pool) Spawner(ctx context.Context, r Run) program.Spawner {
+	return &spawner{pool: p, ctx: ctx, run: r}
+}
+
+type spawner struct {
+	pool *Pool
+	ctx  context.Context
+	run  Run
+}
+
+var requestSeq atomic.Int64
+
+// hostPidsHeld are the processes of a cold run's tree besides the program
+// (bwrap outside the sandbox and its reaper inside), which count toward a
+// cold run's pids limit; a warm run's cgroup holds only the program's tree.
+const hostPidsHeld = 2
+
+type inputFile struct {
+	Path  string `json:"path"`
+	Size  int64  `json:"size"`
+	Mtime int64  `json:"mtime"`
+	Mode  uint32 `json:"mode"`
+}
+
+type header struct {
+	Argv    []string          `json:"argv"`
+	Env     map[string]string `json:"env"`
+	Dir     string            `json:"dir"`
+	Rlimits [][3]uint64       `json:"rlimits"`
+	Files   []inputFile       `json:"files"`
+}
+
+// Spawn implements program.Spawner. dir holds the request's files; argv and
+// env name it, and are rewritten to the sandbox's working directory.
+func (s *spawner) Spawn(argv []string, dir string, env []string, stdin, stdout, stderr *os.File) (program.Process, error) {
+	sb, err := s.pool.get(s.ctx)
+	if err != nil {
+		if errors.Is(err, errBroken) && s.run.Fallback != nil {
+			return s.run.Fallback.Spawn(argv, dir, env, stdin, stdout, stderr)
+		}
+		return nil, err
+	}
+	p, err := s.start(sb, argv, dir, env, stdin, stdout, stderr)
+	if err != nil {
+		// The sandbox's state is unknown now: never reuse it.
+		sb.kill(err)
+		return nil, err
+	}
+	return p, nil
+}
+
+func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, stdin, stdout, stderr *os.File) (*process, error) {
+	l := s.run.Limits
+	inputs, err := manifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	pids := l.GetMaxProcesses()
+	if pids > hostPidsHeld {
+		pids -= hostPidsHeld
+	}
+	cg := isolate.NewCgroups(isolate.Spec{MemoryBytes: l.GetMemoryBytes(), MaxProcesses: pids})
+	ok := false
+	defer func() {
+		if !ok {
+			_ = cg.Remove()
+		}
+	}()
+	h := header{
+		Argv: isolate.RewritePaths(argv, dir, isolate.SandboxWorkdir, false),
+		Env:  map[string]string{},
+		Dir:  isolate.SandboxWorkdir,
+	}
+	for _, kv := range isolate.RewritePaths(env, dir, isolate.SandboxWorkdir, true) {
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				h.Env[kv[:i]] = kv[i+1:]
+				break
+			}
+		}
+	}
+	for _, r := range isolate.Rlimits(isolate.Spec{
+		CPUSeconds:    (l.GetCpuMs() + 999) / 1000,
+		FileSizeBytes: l.GetMaxDiskBytes(),
+		MaxProcesses:  l.GetMaxProcesses(),
+		MemoryBytes:   l.GetMemoryBytes(),
+	}, cg.Memory(), cg.Pids()) {
+		h.Rlimits = append(h.Rlimits, [3]uint64{uint64(r.Resource), r.Cur, r.Max})
+	}
+	h.Files = inputs
+	hb, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+
+	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.SetsockoptInt(pair[0], syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1); err != nil {
+		syscall.Close(pair[0])
+		syscall.Close(pair[1])
+		return nil, err
+	}
+	mine, theirs := os.NewFile(uintptr(pair[0]), "request"), os.NewFile(uintptr(pair[1]), "request-worker")
+	fc, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		theirs.Close()
+		return nil, err
+	}
+	conn := fc.(*net.UnixConn)
+	id := requestSeq.Add(1)
+	err = sb.send(map[string]any{"id": id, "mode": s.pool.cfg.Mode}, stdin, stdout, stderr, theirs)
+	theirs.Close()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("warm sandbox: %w", err)
+	}
+	go func() { // the child reads while we wait for its hello
+		if err := writeFrame(conn, hb); err != nil {
+			return
+		}
+		for _, f := range inputs {
+			if err := copyFile(conn, filepath.Join(dir, filepath.FromSlash(f.Path)), f.Size); err != nil {
+				return
+			}
+		}
+	}()
+
+	hello := make(chan int, 1)
+	go func() { hello <- readHello(conn) }()
+	var pid int
+	select {
+	case pid = <-hello:
+	case m := <-sb.msgs:
+		conn.Close()
+		return nil, fmt.Errorf("warm sandbox: the run ended before it started (%+v)", m)
+	case <-sb.dead:
+		conn.Close()
+		return nil, fmt.Errorf("warm sandbox died: %v", sb.err)
+	}
+	if pid <= 0 {
+		conn.Close()
+		return nil, errors.New("warm sandbox: the run did not start")
+	}
+	if err := cg.Join(pid); err != nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		conn.Close()
+		return nil, err
+	}
+	if _, err := conn.Write([]byte{'G'}); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	ok = true
+	return &process{s: s, sb: sb, cg: cg, pid: pid, id: id, conn: conn, dir: dir, inputs: inputs}, nil
+}
+
+// manifest lists the regular files below dir with what the worker needs to
+// recreate them exactly (the modification time too, so that an untouched
+// input does not come back as modified).
+func manifest(dir string) ([]inputFile, error) {
+	var out []inputFile
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out = append(out, inputFile{Path: filepath.ToSlash(rel), Size: info.Size(), Mtime: info.ModTime().UnixNano(), Mode: uint32(info.Mode().Perm())})
+		return nil
+	})
+	return out, err
+}
+
+func copyFile(w io.Writer, path string, size int64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	n, err := io.Copy(w, io.LimitReader(f, size))
+	if err == nil && n < size {
+		// Never desynchronise the stream: pad a file that shrank.
+		_, err = w.Write(make([]byte, size-n))
+	}
+	return err
+}
+
+func writeFrame(w io.Writer, b []byte) error {
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(b)))
+	if _, err := w.Write(n[:]); err != nil {
+		return err
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+func readFrame(r io.Reader, limit int) ([]byte, error) {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, err
+	}
+	size := int(binary.BigEndian.Uint32(n[:]))
+	if size > limit {
+		return nil, fmt.Errorf("frame of %d bytes over %d", size, limit)
+	}
+	b := make([]byte, size)
+	_, err := io.ReadFull(r, b)
+	return b, err
+}
+
+// readHello reads the child's "H" and returns its host pid, translated by
+// the kernel from the credentials it attached; 0 on failure.
+func readHello(c *net.UnixConn) int {
+	buf := make([]byte, 1)
+	oob := make([]byte, syscall.CmsgSpace(syscall.SizeofUcred))
+	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil || n != 1 || buf[0] != 'H' {
+		return 0
+	}
+	msgs, err := syscall.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		return 0
+	}
+	for _, m := range msgs {
+		if cred, err := syscall.ParseUnixCredentials(&m); err == nil {
+			return int(cred.Pid)
+		}
+	}
+	return 0
+}
+
+// process is one program running in a warm sandbox.
+type process struct {
+	s      *spawner
+	sb     *sandbox
+	cg     *isolate.Cgroups
+	pid    int
+	id     int64
+	conn   *net.UnixConn
+	dir    string
+	inputs []inputFile
+
+	mu     sync.Mutex
+	killed bool
+}
+
+func (p *process) Pid() int { return p.pid }
+
+// Kill implements program.Killer: every process of the run's cgroups, and
+// the child's group (all that holds without cgroups; the worker's sweep
+// gets the rest when the child has exited).
+func (p *process) Kill() {
+	p.mu.Lock()
+	p.killed = true
+	p.mu.Unlock()
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	p.cg.Kill()
+}
+
+// crashGrace is how long Wait waits for the worker's report once the
+// run's processes are dead, before it declares the sandbox broken.
+const crashGrace = 30 * time.Second
+
+func (p *process) Wait() (program.Exit, error) {
+	var m message
+	select {
+	case m = <-p.sb.msgs:
+	case <-p.sb.dead:
+		return p.crashed(fmt.Errorf("the warm sandbox died during the run: %v", p.sb.err))
+	}
+	if m.Status == nil || m.ID != p.id {
+		p.sb.kill(errors.New("protocol error"))
+		return p.crashed(fmt.Errorf("the warm sandbox answered out of turn: %+v", m))
+	}
+	p.cg.Kill() // the worker swept its namespace; this is the cgroups' own sweep
+	p.mu.Lock()
+	var killedBy isolate.Ending
+	if p.killed {
+		killedBy = isolate.EndedCancelled
+	}
+	p.mu.Unlock()
+	o := p.cg.Judge(syscall.WaitStatus(*m.Status), time.Duration(m.CPUNs), killedBy, m.Leftovers, m.DiskFull, m.MaxRSS)
+	ex := program.Exit{Code: o.ExitCode, PeakMemoryBytes: o.PeakMemoryBytes, Isolation: string(isolate.LevelNamespace), EndedBy: EndedBy(o.Ending)}
+	if o.Signal != "" {
+		ex.Signal, ex.Code = syscall.Signal(o.SignalNumber), 0
+	}
+	ferr := p.files()
+	go p.release()
+	if ferr != nil {
+		return ex, fmt.Errorf("collecting produced files: %w", ferr)
+	}
+	return ex, nil
+}
+
+// files reads the working directory's listing and brings back the files
+// created or changed, as many and as large as program.Workspace.Finish
+// will keep; the others become sparse placeholders of their size, so that
+// Finish omits exactly the same files as for a cold run.
+func (p *process) files() error {
+	_ = p.conn.SetDeadline(time.Now().Add(crashGrace))
+	b, err := readFrame(p.conn, 64<<20)
+	if err != nil {
+		_ = p.sb.send(map[string]any{"id": p.id, "finish": true, "collect": false})
+		return err
+	}
+	var list [][3]json.RawMessage
+	if err := json.Unmarshal(b, &list); err != nil {
+		_ = p.sb.send(map[string]any{"id": p.id, "finish": true, "collect": false})
+		return err
+	}
+	before := map[string][2]int64{}
+	for _, f := range p.inputs {
+		before[f.Path] = [2]int64{f.Size, f.Mtime}
+	}
+	type cand struct {
+		rel         string
+		size, mtime int64
+	}
+	var cands []cand
+	for _, e := range list {
+		var c cand
+		if json.Unmarshal(e[0], &c.rel) != nil || json.Unmarshal(e[1], &c.size) != nil || json.Unmarshal(e[2], &c.mtime) != nil {
+			continue
+		}
+		if old, ok := before[c.rel]; ok && old == [2]int64{c.size, c.mtime} {
+			continue
+		}
+		cands = append(cands, c)
+	}
+	if !p.s.run.ReturnFiles || len(cands) == 0 {
+		return p.sb.send(map[string]any{"id": p.id, "finish": true, "collect": false})
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].rel < cands[j].rel })
+	l := p.s.run.Limits
+	maxFiles := int(l.GetMaxFiles())
+	if maxFiles <= 0 {
+		maxFiles = program.DefaultMaxFiles
+	}
+	maxFile := l.GetMaxFileBytes()
+	if maxFile <= 0 {
+		maxFile = program.DefaultMaxFile
+	}
+	maxBytes := maxFile * int64(maxFiles)
+	var want, skip []cand
+	var total int64
+	for _, c := range cands {
+		if len(want) >= maxFiles || c.size > maxFile || total+c.size > maxBytes {
+			skip = append(skip, c)
+			continue
+		}
+		total += c.size
+		want = append(want, c)
+	}
+	if err := p.sb.send(map[string]any{"id": p.id, "finish": true, "collect": true}); err != nil {
+		return err
+	}
+	names := make([]string, len(want))
+	for i, c := range want {
+		names[i] = c.rel
+	}
+	nb, _ := json.Marshal(names)
+	if err := writeFrame(p.conn, nb); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(p.dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	put := func(c cand, data []byte, size int64) error {
+		if d := filepath.Dir(c.rel); d != "." {
+			if err := root.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+		}
+		f, err := root.OpenFile(c.rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(data)
+		if err == nil && size > int64(len(data)) {
+			err = f.Truncate(size)
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		t := time.Unix(0, c.mtime)
+		return root.Chtimes(c.rel, t, t)
+	}
+	var errs []error
+	for _, c := range want {
+		data, err := readFrame(p.conn, int(maxFile))
+		if err != nil {
+			return err
+		}
+		if err := put(c, data, int64(len(data))); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, c := range skip {
+		if err := put(c, nil, c.size); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// release waits for the worker's reset, removes the run's cgroups (after
+// the wipe freed the tmpfs pages charged to them) and returns the sandbox
+// to the pool; a sandbox that could not be reset is discarded.
+func (p *process) release() {
+	defer p.conn.Close()
+	var m message
+	select {
+	case m = <-p.sb.msgs:
+	case <-p.sb.dead:
+		_ = p.cg.Remove()
+		return
+	case <-time.After(crashGrace):
+		p.sb.kill(errors.New("no reset"))
+		_ = p.cg.Remove()
+		return
+	}
+	_ = p.cg.Remove()
+	if m.ID != p.id || m.Clean == nil || !*m.Clean {
+		p.sb.kill(fmt.Errorf("the sandbox could not be reset: %+v", m))
+		return
+	}
+	p.s.pool.put(p.sb)
+}
+
+// crashed reports a run whose sandbox died under it: ended_by crashed,
+// never a re-run.
+func (p *process) crashed(err error) (program.Exit, error) {
+	p.Kill()
+	_ = p.cg.Remove()
+	p.conn.Close()
+	return program.Exit{Code: -1, EndedBy: pb.EndedBy_CRASHED, Isolation: string(isolate.LevelNamespace)}, err
+}

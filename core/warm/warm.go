@@ -1,0 +1,153 @@
+// Package warm runs programs in warm sandboxes: a namespace sandbox built by
+// core/isolate ahead of demand, with a warm Python worker inside it as the
+// sandbox's pid 1, which forks a fresh child for each request. A run then
+// costs a fork and a cgroup, not an interpreter start and a sandbox built
+// from nothing. It is a program.Spawner, used by core/native for programs
+// run under isolation namespace by rlm serve and the daemon (a plugin that
+// serves a single run, rlm exec, never builds one: it would cost more than
+// it saves).
+//
+// # Mechanism, and why
+//
+// One sandbox per slot, reset between requests. Each sandbox serves one
+// request at a time; concurrent requests run in different sandboxes, so
+// they never share a mount, pid, ipc, uts, network or user namespace. The
+// options measured on this project's 2-core VM (see BENCHMARKS.md, "Warm
+// isolated execution", for the run and the command):
+//
+//   - a fresh sandbox per request (bwrap, today's path): bwrap ~4 ms plus an
+//     interpreter start, python3 -c pass ~35-70 ms: the spawn-per-request
+//     reference, 18 req/s at 32 clients.
+//   - fork, then unshare(NEWNS|NEWPID|NEWIPC|NEWUTS) per request from a warm
+//     Python: ~17 ms a request for the namespaces alone, and the seccomp
+//     filter forbids unshare inside the sandbox anyway.
+//   - one sandbox per slot, reset between requests (chosen): a request costs
+//     one fork of the small worker (the floor's own cost), a cgroup
+//     created, joined and removed, and a wipe of three tmpfs directories.
+//
+// Per request, nothing of an earlier one survives: the child is a fresh
+// fork of a worker that never reads request contents (Python globals,
+// environment, modules); the worker, as the sandbox's pid 1, SIGKILLs and
+// reaps every other process of the sandbox when the child has exited
+// (double-forked and setsid daemons included); it then wipes /workspace,
+// /tmp and /dev/shm, removes every SysV IPC object, and checks that no
+// process, file or IPC object is left before the sandbox serves again (a
+// sandbox that fails the check is discarded and replaced). Abstract unix
+// sockets live in the sandbox's network namespace and die with the
+// processes that held them.
+//
+// Limits are those of a cold run, per request: the child is moved into
+// cgroups of its own (isolate.Cgroups, memory and pids, the limits of the
+// request) before any of its code runs, sets the request's rlimits on
+// itself (isolate.Rlimits), and the ending is judged by the same rule as
+// isolate.Cmd's (isolate.Cgroups.Judge), so memory_limit, process_limit,
+// cpu_limit, disk_limit, timeout and output_limit read the same. The pids
+// limit is lowered by the two processes a cold run's tree holds besides
+// the program (bwrap and its reaper), so a program may start exactly as
+// many processes as cold. The working directory is a sandbox's own
+// (isolate's, a tmpfs of DiskBytes when the request caps the disk, so the
+// cap is the same); input files and produced files cross the request's
+// own socket, never a host path of the sandbox.
+//
+// The worker is pid 1 (bwrap --as-pid-1, isolate.Spec.AsInit): the kernel
+// drops signals sent to a namespace's init from inside it unless it has a
+// handler, so `kill -9 $PPID` or `kill -9 -1` in a program cannot take the
+// worker down, and it reaps every orphan. It is non-dumpable, so
+// /proc/1/mem is closed to programs. ptrace is refused by the seccomp
+// filter.
+//
+// # Faults
+//
+// A sandbox that dies (its bwrap or worker killed from outside) fails the
+// request running in it with ended_by crashed, never a re-run; requests
+// waiting for a sandbox are not affected, and a replacement is started at
+// once. A sandbox that cannot be started makes runs fall back to a cold
+// sandbox (the same isolation, slower).
+//
+// # Known limits
+//
+//   - POSIX message queues (mq_open) persist in the sandbox's ipc namespace
+//     and cannot be listed without mounting an mqueue filesystem; a queue
+//     one request creates under a name a later request in the same sandbox
+//     guesses is visible to it. SysV IPC is wiped.
+//   - Every child shares the worker's string hash seed and its few
+//     imported modules (PYTHONHASHSEED semantics differ from a fresh
+//     interpreter in that one respect), as with plugins/python's fork
+//     server.
+//   - The worker lists file names of the working directory and wipes them,
+//     so names (never contents) of a request's files pass through its
+//     memory.
+package warm
+
+import (
+	_ "embed"
+	"strconv"
+	"strings"
+
+	"github.com/rlmkit/rlm/core/isolate"
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+//go:embed pymain.py
+var pyMain string
+
+//go:embed worker.py
+var pyWorker string
+
+// PythonMain is the script semantics shared by rlm's Python fork servers
+// (run_main: a file run as __main__ in a forked child), for a fork server
+// to prepend to its own loop.
+func PythonMain() string { return pyMain }
+
+// Mode is how a request's child runs the program.
+type Mode string
+
+const (
+	// ModePython runs argv[1] as __main__ in the forked child itself, with
+	// sys.argv = argv[1:] (argv[0] is the interpreter, the worker's own).
+	ModePython Mode = "python"
+	// ModeExec execs argv (bash, node, a compiled binary) in the child.
+	ModeExec Mode = "exec"
+)
+
+// Config is what a sandbox is built with. Runs with equal Configs share
+// sandboxes; everything else about a run (memory, processes, CPU, file
+// size, wall time, output) is per request.
+type Config struct {
+	Mode Mode
+	// Python runs the worker inside the sandbox: the runtime's own
+	// interpreter for ModePython, any python3 for ModeExec.
+	Python string
+	// ReadOnlyPaths are what the sandbox shows of the host besides /usr
+	// (the interpreter's prefix, ...), as isolate.Spec.ReadOnlyPaths.
+	ReadOnlyPaths []string
+	// DiskBytes caps the working directory (a tmpfs), TmpBytes /tmp and
+	// /dev/shm, as in isolate.Spec.
+	DiskBytes, TmpBytes int64
+	AllowNetwork        bool
+}
+
+func (c Config) key() string {
+	return strings.Join([]string{string(c.Mode), c.Python, strings.Join(c.ReadOnlyPaths, "\x00"),
+		strconv.FormatInt(c.DiskBytes, 10), strconv.FormatInt(c.TmpBytes, 10), strconv.FormatBool(c.AllowNetwork)}, "\x01")
+}
+
+// EndedBy maps isolate's endings onto the wire's; exit and signal are left
+// to the caller, which knows them from the status (ENDED_BY_UNSPECIFIED).
+func EndedBy(e isolate.Ending) pb.EndedBy {
+	switch e {
+	case isolate.EndedTimeout:
+		return pb.EndedBy_TIMEOUT
+	case isolate.EndedCancelled:
+		return pb.EndedBy_CANCELLED
+	case isolate.EndedMemoryLimit:
+		return pb.EndedBy_MEMORY_LIMIT
+	case isolate.EndedProcessLimit:
+		return pb.EndedBy_PROCESS_LIMIT
+	case isolate.EndedDiskLimit:
+		return pb.EndedBy_DISK_LIMIT
+	case isolate.EndedCPULimit:
+		return pb.EndedBy_CPU_LIMIT
+	}
+	return pb.EndedBy_ENDED_BY_UNSPECIFIED
+}

@@ -1,0 +1,336 @@
+# rlm's warm sandbox worker (core/warm), appended to pymain.py. It runs as
+# pid 1 of a namespace sandbox built by core/isolate (bwrap --as-pid-1), so
+# nothing inside the sandbox can signal it, and every orphan is its child.
+# It serves one request at a time:
+#
+#   host -> worker, on fd 3 (SOCK_SEQPACKET): {"id", "mode"} with stdin,
+#     stdout, stderr and the request's own stream socket attached.
+#   worker: forks the request's child. The child reads its header (argv,
+#     env, rlimits, input files) and the files' bytes from the request
+#     socket, writes the files, says "H" there (the host learns its host
+#     pid from SCM_CREDENTIALS and moves it into the run's cgroups), waits
+#     for "G", sets its rlimits and runs the program: the file as __main__
+#     (mode "python") or an exec of argv (mode "exec").
+#   worker, when the child has been reaped: counts what it left, kills every
+#     other process of the sandbox, sends {"id", "status", "cpu_ns",
+#     "leftovers", "disk_full", "maxrss"} on fd 3 and the working
+#     directory's listing on the request socket.
+#   host -> worker: {"id", "finish", "collect"}. With collect, a forked
+#     collector reads the wanted paths from the request socket and sends
+#     their bytes back. Then the worker wipes /workspace, /tmp and /dev/shm
+#     and removes SysV IPC objects, checks that nothing is left, and sends
+#     {"id", "clean": true|false}.
+#
+# The worker itself never reads a request's code or file contents (only
+# the child and the collector, which exit), so none of it can linger in the
+# memory the next request's child inherits. It makes itself non-dumpable,
+# so /proc/1/mem is closed to the programs it runs.
+import array
+import ctypes
+import json
+import resource
+import select
+import socket
+import struct
+import time
+
+WORKDIR = "/workspace"
+SCRATCH = (WORKDIR, "/tmp", "/dev/shm")
+PR_SET_DUMPABLE = 4
+IPC_RMID = 0
+
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+    raise SystemExit("rlm warm worker: prctl(PR_SET_DUMPABLE) failed")
+
+sock = socket.socket(fileno=3)
+os.set_inheritable(3, False)
+wake_r, wake_w = os.pipe()
+os.set_blocking(wake_w, False)
+signal.set_wakeup_fd(wake_w)
+signal.signal(signal.SIGCHLD, lambda *_: None)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+check_disk = os.environ.get("RLM_WARM_DISK") == "1"
+
+
+def send(obj):
+    sock.send(json.dumps(obj).encode())
+
+
+def recv():
+    fds = array.array("i")
+    msg, anc, _, _ = sock.recvmsg(1 << 16, socket.CMSG_LEN(4 * fds.itemsize))
+    for level, typ, data in anc:
+        if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    return msg, list(fds)
+
+
+def read_exact(s, n):
+    out = bytearray()
+    while len(out) < n:
+        b = s.recv(min(n - len(out), 1 << 20))
+        if not b:
+            raise EOFError("request socket closed")
+        out += b
+    return bytes(out)
+
+
+def read_frame(s):
+    (n,) = struct.unpack(">I", read_exact(s, 4))
+    return read_exact(s, n)
+
+
+def write_frame(s, data):
+    s.sendall(struct.pack(">I", len(data)) + data)
+
+
+def child(mode, fds):
+    code = 1
+    try:
+        os.setsid()
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        sock.close()
+        os.close(wake_r)
+        os.close(wake_w)
+        rq = socket.socket(fileno=fds[3])
+        hdr = json.loads(read_frame(rq))
+        for f in hdr["files"]:
+            path = os.path.join(WORKDIR, f["path"])
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, f["mode"])
+            left = f["size"]
+            while left > 0:
+                b = rq.recv(min(left, 1 << 20))
+                if not b:
+                    raise EOFError("request socket closed")
+                os.write(fd, b)
+                left -= len(b)
+            os.close(fd)
+            os.utime(path, ns=(f["mtime"], f["mtime"]), follow_symlinks=False)
+        rq.sendall(b"H")
+        if read_exact(rq, 1) != b"G":
+            os._exit(1)
+        rq.close()
+        for res, cur, mx in hdr["rlimits"]:
+            resource.setrlimit(res, (cur, mx))
+        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        for i, fd in enumerate(fds[:3]):
+            os.dup2(fd, i)
+            os.close(fd)
+        os.chdir(hdr["dir"])
+        argv, env = hdr["argv"], hdr["env"]
+        if mode == "exec":
+            try:
+                os.execve(argv[0], argv, env)
+            except OSError as e:
+                os.write(2, ("rlm: cannot run %s: %s\n" % (argv[0], e.strerror)).encode())
+                os._exit(127)
+        code = run_main(argv[1:], env)
+    except BaseException as e:
+        try:
+            os.write(2, ("rlm warm worker: %s: %s\n" % (type(e).__name__, e)).encode())
+        except OSError:
+            pass
+        code = 1
+    os._exit(code)
+
+
+def others():
+    return [p for p in os.listdir("/proc") if p.isdigit() and p != "1"]
+
+
+def sweep():
+    """Kill every process of the sandbox but this one and reap them all."""
+    while True:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            if not others():
+                return
+            time.sleep(0.001)  # a process still being reparented to us
+
+
+def disk_full():
+    if not check_disk:
+        return False
+    st = os.statvfs(WORKDIR)
+    return st.f_bavail * st.f_frsize < 64 << 10 or st.f_ffree == 0
+
+
+def listing(limit=100000):
+    out = []
+    stack = [""]
+    while stack and len(out) < limit:
+        rel = stack.pop()
+        try:
+            it = os.scandir(os.path.join(WORKDIR, rel))
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                r = e.name if not rel else rel + "/" + e.name
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(r)
+                    elif e.is_file(follow_symlinks=False):
+                        st = e.stat(follow_symlinks=False)
+                        out.append([r, st.st_size, st.st_mtime_ns])
+                except OSError:
+                    pass
+    return out
+
+
+def collector(rq_fd):
+    try:
+        signal.set_wakeup_fd(-1)
+        sock.close()
+        rq = socket.socket(fileno=rq_fd)
+        for rel in json.loads(read_frame(rq)):
+            try:
+                fd = os.open(os.path.join(WORKDIR, rel), os.O_RDONLY | os.O_NOFOLLOW)
+                with os.fdopen(fd, "rb") as f:
+                    data = f.read()
+            except OSError:
+                data = b""
+            write_frame(rq, data)
+        os._exit(0)
+    except BaseException:
+        os._exit(1)
+
+
+def wipe(path, top=True):
+    ok = True
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return False
+    for e in entries:
+        try:
+            if e.is_dir(follow_symlinks=False):
+                os.chmod(e.path, 0o700)
+                ok = wipe(e.path, False) and ok
+                os.rmdir(e.path)
+            else:
+                os.unlink(e.path)
+        except OSError:
+            ok = False
+    return ok
+
+
+def remove_ipc():
+    for name, rm in (("shm", lambda i: libc.shmctl(i, IPC_RMID, None)),
+                     ("sem", lambda i: libc.semctl(i, 0, IPC_RMID)),
+                     ("msg", lambda i: libc.msgctl(i, IPC_RMID, None))):
+        try:
+            with open("/proc/sysvipc/" + name) as f:
+                lines = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            rm(int(line.split()[1]))
+    for name in ("shm", "sem", "msg"):
+        try:
+            with open("/proc/sysvipc/" + name) as f:
+                if len(f.read().splitlines()) > 1:
+                    return False
+        except OSError:
+            pass
+    return True
+
+
+cur = None  # the request being served: {"id", "pid", "rq", "collector"}
+
+
+def reset():
+    global cur
+    ok = True
+    for d in SCRATCH:
+        ok = wipe(d) and ok
+    ok = remove_ipc() and ok
+    ok = ok and not others()
+    os.close(cur["rq"])
+    send({"id": cur["id"], "clean": ok})
+    cur = None
+
+
+def reaped(pid, status, ru):
+    if cur is None:
+        return
+    if pid == cur["pid"]:
+        left = len(others())
+        sweep()
+        send({"id": cur["id"], "status": status, "leftovers": left, "disk_full": disk_full(),
+              "cpu_ns": int((ru.ru_utime + ru.ru_stime) * 1e9), "maxrss": ru.ru_maxrss * 1024})
+        rq = socket.socket(fileno=os.dup(cur["rq"]))
+        try:
+            write_frame(rq, json.dumps(listing()).encode())
+        except OSError:
+            pass
+        rq.close()
+    elif pid == cur.get("collector"):
+        cur["collector"] = None
+        sweep()
+        reset()
+
+
+def reap():
+    while True:
+        try:
+            pid, status, ru = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        reaped(pid, status, ru)
+
+
+def main():
+    global cur
+    send({"ready": True})
+    while True:
+        try:
+            r, _, _ = select.select([sock, wake_r], [], [])
+        except InterruptedError:
+            continue
+        if wake_r in r:
+            try:
+                os.read(wake_r, 4096)
+            except BlockingIOError:
+                pass
+            reap()
+        if sock in r:
+            msg, fds = recv()
+            if not msg:
+                return  # the host closed its end: exit
+            req = json.loads(msg)
+            if "finish" in req:
+                if cur is None or req["id"] != cur["id"]:
+                    continue
+                if req["collect"]:
+                    pid = os.fork()
+                    if pid == 0:
+                        collector(cur["rq"])
+                    cur["collector"] = pid
+                else:
+                    reset()
+                continue
+            if cur is not None or len(fds) != 4:
+                for fd in fds:
+                    os.close(fd)
+                continue
+            pid = os.fork()
+            if pid == 0:
+                child(req["mode"], fds)
+            for fd in fds[:3]:
+                os.close(fd)
+            cur = {"id": req["id"], "pid": pid, "rq": fds[3]}
+
+
+main()
