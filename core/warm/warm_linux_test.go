@@ -2,9 +2,6 @@ package warm
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +92,20 @@ sys.exit(3)`, nil, &pb.File{Path: "in/data.txt", Data: []byte("input")})
 	}
 }
 
-var _ = exec.Command
-var _ = filepath.Join
-var _ = os.Getpid
+
+func TestExecModeRunsBash(t *testing.T) {
+	p := newPool(t, ModeExec, 1, 0)
+	r := run(t, p, `echo "$0 $1 $PWD $(id -u)"; cat in.txt; echo made > out.txt; exit 4`, nil, &pb.File{Path: "in.txt", Data: []byte("input\n")})
+	if string(r.Stdout) != "/workspace/main.sh arg1 /workspace 65534\ninput\n" || r.ExitCode != 4 || len(r.Files) != 1 || string(r.Files[0].Data) != "made\n" {
+		t.Fatalf("stdout %q stderr %q exit %d files %v", r.Stdout, r.Stderr, r.ExitCode, r.Files)
+	}
+	// kill -9 -1 and of the parent reach neither the worker nor the next request.
+	r = run(t, p, "kill -9 $PPID; kill -9 -1; echo unreachable", nil)
+	if r.EndedBy != pb.EndedBy_SIGNAL || r.Signal != "SIGKILL" {
+		t.Fatalf("kill -9 -1: %s %s %q", r.EndedBy, r.Signal, r.Stderr)
+	}
+	r = run(t, p, "echo after", nil)
+	if string(r.Stdout) != "after\n" {
+		t.Fatalf("after kill -9 -1: %q %q", r.Stdout, r.Stderr)
+	}
+}
