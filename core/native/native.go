@@ -189,12 +189,15 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	var sp program.Spawner
 	switch {
 	case level != isolate.LevelNone:
+		own := inst != nil || ctxFile != "" // what a shared sandbox cannot show
 		if filepath.IsAbs(argv[0]) && !strings.HasPrefix(argv[0], ws.Dir+"/") {
 			ro = append(ro, argv[0]) // a compiled program (golang's cache)
 		}
 		sp = &isolatedSpawner{ctx: ctx, level: level, limits: req.GetLimits(), ro: ReadOnlyPaths(t, append(ro, ctxFile)...)}
-		if w := s.warmSpawner(ctx, t, level, req, ro, ctxFile, sp); w != nil {
-			sp = w
+		if !own {
+			if w := s.warmSpawner(ctx, t, level, req, sp); w != nil {
+				sp = w
+			}
 		}
 	case s.RT.Spawner != nil:
 		sp = s.RT.Spawner(t, req)
@@ -222,10 +225,10 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 // (core/warm), or nil to build a sandbox for this run alone. Only
 // namespace runs qualify (the warm path gives exactly that level), and only
 // runs whose sandbox needs nothing particular to them (installed
-// requirements, a context file, a compiled binary would each need a
-// sandbox of their own).
-func (s *Server) warmSpawner(ctx context.Context, t toolpath.Tool, level isolate.Level, req *pb.RunRequest, ro []string, ctxFile string, cold program.Spawner) program.Spawner {
-	if level != isolate.LevelNamespace || s.RT.Warm == nil || len(ro) > 0 || ctxFile != "" || warm.Disabled() {
+// requirements or a context file would each need a sandbox of their own;
+// the runtime's Warm says whether its program is visible in the shared one).
+func (s *Server) warmSpawner(ctx context.Context, t toolpath.Tool, level isolate.Level, req *pb.RunRequest, cold program.Spawner) program.Spawner {
+	if level != isolate.LevelNamespace || s.RT.Warm == nil || warm.Disabled() {
 		return nil
 	}
 	cfg, ok := s.RT.Warm(t)
