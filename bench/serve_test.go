@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,64 +19,102 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/server"
 )
 
-// trivial is the request every benchmark sends.
-const trivial = `{"code": "print(1)"}`
+// trivial is the request every python benchmark sends; trivialShell the
+// shell one.
+const (
+	trivial      = `{"code": "print(1)"}`
+	trivialShell = `{"code": "echo 1", "language": "shell"}`
+)
 
-// BenchmarkServe measures POST /execute of a trivial python program at 1,
-// 8 and 32 concurrent clients, against rlm serve's handler and against a
-// reference server built the way the earlier sandbox server worked: per
-// request a temp directory, the code written to file.py, `python3 file.py`
-// spawned with its output collected. Both use the same real interpreter
-// (the pyenv shim resolved once) and the same number of run slots
-// (runtime.NumCPU); both queue requests beyond that, so the figures compare
-// throughput and latency, not rejections.
+// BenchmarkServe measures POST /execute of a trivial program at 1, 8 and 32
+// concurrent clients, in the same run, against:
+//
+//   - rlm: rlm serve's handler with its plugins, at the default isolation
+//     (auto: namespace wherever bubblewrap works), where programs run in
+//     warm sandboxes (core/warm);
+//   - rlm-cold: the same with RLM_WARM=0, a sandbox built per request (what
+//     rlm did before issue 13);
+//   - reference: a server built the way the earlier sandbox server worked:
+//     per request a temp directory, the code written to a file, the
+//     interpreter spawned (no sandbox), its output collected;
+//   - floor (python): a warm Python forking one child per run, no sandbox,
+//     one per slot: the least a fresh-process-per-request design can cost.
+//
+// All use the same real interpreter (the pyenv shim resolved once) and the
+// same number of run slots (runtime.NumCPU), and queue requests beyond it,
+// so the figures compare throughput and latency, not rejections. The
+// shell rows compare rlm with the reference spawning bash.
 func BenchmarkServe(b *testing.B) {
 	exe := realPython(b)
-	for _, impl := range []string{"rlm", "reference"} {
-		for _, clients := range []int{1, 8, 32} {
-			b.Run(fmt.Sprintf("%s/clients=%d", impl, clients), func(b *testing.B) {
-				var h http.Handler
-				if impl == "rlm" {
-					srv, err := server.New(server.Config{Modes: []string{"python"}, Open: pluginOpener(b),
-						MaxConcurrent: runtime.NumCPU(), Queue: 4096, QueueWait: 5 * time.Minute})
-					if err != nil {
-						b.Fatal(err)
+	slots := runtime.NumCPU()
+	for _, lang := range []string{"python", "shell"} {
+		impls := []string{"rlm", "rlm-cold", "reference", "floor"}
+		body, interp, ext := trivial, exe, ".py"
+		if lang == "shell" {
+			impls = impls[:3]
+			body, interp, ext = trivialShell, "/bin/bash", ".sh"
+		}
+		for _, impl := range impls {
+			for _, clients := range []int{1, 8, 32} {
+				b.Run(fmt.Sprintf("%s/%s/clients=%d", lang, impl, clients), func(b *testing.B) {
+					var h http.Handler
+					isolation := ""
+					switch impl {
+					case "rlm", "rlm-cold":
+						if impl == "rlm-cold" {
+							b.Setenv("RLM_WARM", "0")
+						}
+						srv, err := server.New(server.Config{Modes: []string{"python", "shell"}, Open: pluginOpener(b),
+							MaxConcurrent: slots, Queue: 4096, QueueWait: 5 * time.Minute})
+						if err != nil {
+							b.Fatal(err)
+						}
+						defer srv.Close()
+						h = srv
+						isolation = string(isolate.Strongest())
+					case "reference":
+						h = newReference(interp, ext, slots)
+					case "floor":
+						f := newFloor(b, exe, slots)
+						h = f
 					}
-					defer srv.Close()
-					h = srv
-				} else {
-					h = newReference(exe, runtime.NumCPU())
-				}
-				ts := httptest.NewServer(h)
-				defer ts.Close()
-				load(b, ts.URL+"/execute", clients)
-			})
+					ts := httptest.NewServer(h)
+					defer ts.Close()
+					load(b, ts.URL+"/execute", body, isolation, clients)
+				})
+			}
 		}
 	}
 }
 
 // load sends b.N requests from clients goroutines and reports requests per
-// second and latency percentiles.
-func load(b *testing.B, url string, clients int) {
+// second and latency percentiles. isolation, when set, is what every
+// answer must say it ran under.
+func load(b *testing.B, url, body, isolation string, clients int) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 	post := func() error {
-		resp, err := client.Post(url, "application/json", strings.NewReader(trivial))
+		resp, err := client.Post(url, "application/json", strings.NewReader(body))
 		if err != nil {
 			return err
 		}
 		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		var r struct{ Status, Stdout string }
-		if resp.StatusCode != 200 || json.Unmarshal(body, &r) != nil || r.Stdout != "1\n" {
-			return fmt.Errorf("%d %s", resp.StatusCode, body)
+		out, _ := io.ReadAll(resp.Body)
+		var r struct{ Status, Stdout, Isolation string }
+		if resp.StatusCode != 200 || json.Unmarshal(out, &r) != nil || r.Stdout != "1\n" || (isolation != "" && r.Isolation != isolation) {
+			return fmt.Errorf("%d %s", resp.StatusCode, out)
 		}
 		return nil
 	}
-	for i := 0; i < 2*clients; i++ { // warm up interpreters, caches, connections
+	// Warm up interpreters, caches, connections and warm sandboxes (which
+	// a server starts building at its second run): a few requests, then
+	// more until a second has passed.
+	start := time.Now()
+	for i := 0; i < 2*clients || time.Since(start) < time.Second; i++ {
 		if err := post(); err != nil {
 			b.Fatal(err)
 		}
@@ -85,7 +124,7 @@ func load(b *testing.B, url string, clients int) {
 	var failed atomic.Value
 	var wg sync.WaitGroup
 	b.ResetTimer()
-	start := time.Now()
+	start = time.Now()
 	for c := 0; c < clients; c++ {
 		wg.Add(1)
 		go func() {
@@ -116,11 +155,10 @@ func load(b *testing.B, url string, clients int) {
 	b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
 }
 
-// pluginOpener launches the python plugin built by TestMain.
+// pluginOpener launches the plugins built by TestMain.
 func pluginOpener(b *testing.B) server.Opener {
-	path := filepath.Join(binDir, plugin.Prefix+"python")
 	return func(ctx context.Context, name string) (*core.Runtime, error) {
-		p, err := plugin.Launch(path)
+		p, err := plugin.Launch(filepath.Join(binDir, plugin.Prefix+name))
 		if err != nil {
 			return nil, err
 		}
@@ -129,9 +167,9 @@ func pluginOpener(b *testing.B) server.Opener {
 }
 
 // newReference is the earlier sandbox server's execute path, minimal: a
-// slot, a temp directory, file.py, `python3 file.py` with a timeout, the
-// output read whole, the directory removed.
-func newReference(python string, slots int) http.Handler {
+// slot, a temp directory, file.py (file.sh), `python3 file.py` (`bash
+// file.sh`) with a timeout, the output read whole, the directory removed.
+func newReference(interp, ext string, slots int) http.Handler {
 	sem := make(chan struct{}, slots)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -153,14 +191,14 @@ func newReference(python string, slots int) http.Handler {
 			return
 		}
 		defer os.RemoveAll(dir)
-		file := filepath.Join(dir, "file.py")
+		file := filepath.Join(dir, "file"+ext)
 		if err := os.WriteFile(file, []byte(req.Code), 0o644); err != nil {
 			http.Error(w, err.Error(), 500)
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), time.Duration(req.TimeoutSeconds*float64(time.Second)))
 		defer cancel()
-		cmd := exec.CommandContext(ctx, python, file)
+		cmd := exec.CommandContext(ctx, interp, file)
 		cmd.Dir = dir
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "OUTPUT_DIR=" + dir}
 		var stdout, stderr strings.Builder
@@ -182,6 +220,98 @@ func newReference(python string, slots int) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{
 			"status": status, "stdout": stdout.String(), "stderr": stderr.String(), "exit_code": code,
+			"execution_time_ms": time.Since(start).Milliseconds(), "files_produced": map[string]string{},
+		})
+	})
+}
+
+// floorPy is the floor's worker: a warm Python that forks one child per
+// run, which runs the file as __main__ with its output in a file; the
+// parent answers with the wait status. No sandbox, no limits, no plugin.
+const floorPy = `import os, sys, json
+r, w = sys.stdin.buffer, sys.stdout.buffer
+for line in r:
+    req = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(req["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.chdir(req["dir"])
+        code = 0
+        try:
+            exec(compile(open(req["path"]).read(), req["path"], "exec"), {"__name__": "__main__"})
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            code = 1
+        sys.stdout.flush()
+        os._exit(code)
+    _, st = os.waitpid(pid, 0)
+    w.write(b"%d\n" % st)
+    w.flush()
+`
+
+type floorWorker struct {
+	in  io.Writer
+	out *bufio.Reader
+}
+
+// newFloor starts one floor worker per slot and serves /execute with them:
+// a temp directory and file per request, as the reference does.
+func newFloor(b *testing.B, python string, slots int) http.Handler {
+	workers := make(chan *floorWorker, slots)
+	for i := 0; i < slots; i++ {
+		cmd := exec.Command(python, "-c", floorPy)
+		in, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { in.Close(); cmd.Wait() })
+		workers <- &floorWorker{in: in, out: bufio.NewReader(out)}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Code string `json:"code"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		wk := <-workers
+		defer func() { workers <- wk }()
+		dir, err := os.MkdirTemp("", "floor-run-")
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		defer os.RemoveAll(dir)
+		file, out := filepath.Join(dir, "main.py"), filepath.Join(dir, ".out")
+		if err := os.WriteFile(file, []byte(req.Code), 0o644); err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		start := time.Now()
+		line, _ := json.Marshal(map[string]string{"path": file, "dir": dir, "out": out})
+		if _, err := wk.in.Write(append(line, '\n')); err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		st, err := wk.out.ReadString('\n')
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		stdout, _ := os.ReadFile(out)
+		status := "success"
+		if strings.TrimSpace(st) != "0" {
+			status = "error"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{
+			"status": status, "stdout": string(stdout), "stderr": "", "exit_code": 0,
 			"execution_time_ms": time.Since(start).Milliseconds(), "files_produced": map[string]string{},
 		})
 	})

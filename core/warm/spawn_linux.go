@@ -47,6 +47,10 @@ type spawner struct {
 
 var requestSeq atomic.Int64
 
+// started counts programs started in warm sandboxes, for tests that prove
+// no run is ever started twice.
+var started atomic.Int64
+
 // hostPidsHeld are the processes of a cold run's tree besides the program
 // (bwrap outside the sandbox and its reaper inside), which count toward a
 // cold run's pids limit; a warm run's cgroup holds only the program's tree.
@@ -191,6 +195,7 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 		return nil, err
 	}
 	ok = true
+	started.Add(1)
 	return &process{s: s, sb: sb, cg: cg, pid: pid, id: id, conn: conn, dir: dir, inputs: inputs}, nil
 }
 
