@@ -92,7 +92,6 @@ sys.exit(3)`, nil, &pb.File{Path: "in/data.txt", Data: []byte("input")})
 	}
 }
 
-
 func TestExecModeRunsBash(t *testing.T) {
 	p := newPool(t, ModeExec, 1, 0)
 	r := run(t, p, `echo "$0 $1 $PWD $(id -u)"; cat in.txt; echo made > out.txt; exit 4`, nil, &pb.File{Path: "in.txt", Data: []byte("input\n")})
