@@ -237,7 +237,10 @@ func (s *Server) warmSpawner(ctx context.Context, t toolpath.Tool, level isolate
 	}
 	l := req.GetLimits()
 	cfg.ReadOnlyPaths = ReadOnlyPaths(t, cfg.ReadOnlyPaths...)
-	cfg.DiskBytes, cfg.AllowNetwork = l.GetMaxDiskBytes(), l.GetAllowNetwork()
+	// The working directory's cap is the sandbox's, so runs share a
+	// sandbox only with runs that get the same cap cold.
+	cfg.DiskBytes = isolate.WorkspaceBytes(isolate.Spec{DiskBytes: l.GetMaxDiskBytes(), MemoryBytes: l.GetMemoryBytes()})
+	cfg.AllowNetwork = l.GetAllowNetwork()
 	pool := warm.For(cfg)
 	if !pool.Ready() {
 		return nil

@@ -58,9 +58,6 @@ func startSandbox(cfg Config) (*sandbox, error) {
 	mine, theirs := os.NewFile(uintptr(fds[0]), "warm"), os.NewFile(uintptr(fds[1]), "worker")
 	defer theirs.Close()
 	env := append(isolate.DefaultEnv(isolate.SandboxWorkdir), "PYTHONDONTWRITEBYTECODE=1")
-	if cfg.DiskBytes > 0 {
-		env = append(env, "RLM_WARM_DISK=1")
-	}
 	cmd, err := isolate.Command(context.Background(), isolate.Spec{
 		Level:         isolate.LevelNamespace,
 		Argv:          []string{cfg.Python, "-c", pyMain + pyWorker},

@@ -44,10 +44,11 @@
 // cpu_limit, disk_limit, timeout and output_limit read the same. The pids
 // limit is lowered by the two processes a cold run's tree holds besides
 // the program (bwrap and its reaper), so a program may start exactly as
-// many processes as cold. The working directory is a sandbox's own
-// (isolate's, a tmpfs of DiskBytes when the request caps the disk, so the
-// cap is the same); input files and produced files cross the request's
-// own socket, never a host path of the sandbox.
+// many processes as cold. The working directory is the sandbox's own tmpfs
+// (isolate's, of the size a cold run of the request would get,
+// isolate.WorkspaceBytes, so the disk cap is the same); input files and
+// produced files cross the request's own socket, never a host path of the
+// sandbox.
 //
 // The worker is pid 1 (bwrap --as-pid-1, isolate.Spec.AsInit): the kernel
 // drops signals sent to a namespace's init from inside it unless it has a
@@ -121,8 +122,8 @@ type Config struct {
 	// ReadOnlyPaths are what the sandbox shows of the host besides /usr
 	// (the interpreter's prefix, ...), as isolate.Spec.ReadOnlyPaths.
 	ReadOnlyPaths []string
-	// DiskBytes caps the working directory (a tmpfs), TmpBytes /tmp and
-	// /dev/shm, as in isolate.Spec.
+	// DiskBytes caps the working directory (a tmpfs; 0 is isolate's
+	// default), TmpBytes /tmp and /dev/shm, as in isolate.Spec.
 	DiskBytes, TmpBytes int64
 	AllowNetwork        bool
 }
