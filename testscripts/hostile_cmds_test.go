@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rlmkit/rlm/core/warm"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -64,8 +65,10 @@ func cmdSandboxTmp(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Setenv(args[0], dir)
 }
 
-// leftovers DIR [PID|@FILE...] waits up to 5 s until nothing a finished run
-// allocated remains, and fails naming what does:
+// leftovers [-warm] DIR [PID|@FILE...] waits up to 5 s until nothing a
+// finished run allocated remains, and fails naming what does (with -warm,
+// the cgroup of a live warm sandbox and its plugin's read-only stage are
+// not leftovers: a server keeps them between runs by design):
 //   - no rlm-run-*, rlm-isolate-*, rlm-context-* or rlm-session-* entry
 //     below DIR (at most 3 levels down; a live plugin's own rlm-plugin-*
 //     directory and socket are allowed),
@@ -78,8 +81,12 @@ func cmdSandboxTmp(ts *testscript.TestScript, neg bool, args []string) {
 //
 // Call it when no run is in flight.
 func cmdLeftovers(ts *testscript.TestScript, neg bool, args []string) {
+	warmOK := len(args) > 0 && args[0] == "-warm"
+	if warmOK {
+		args = args[1:]
+	}
 	if neg || len(args) < 1 {
-		ts.Fatalf("usage: leftovers DIR [PID|@FILE...]")
+		ts.Fatalf("usage: leftovers [-warm] DIR [PID|@FILE...]")
 	}
 	dir := args[0]
 	owners := map[int]bool{}
@@ -99,7 +106,11 @@ func cmdLeftovers(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		left := leftoversBelow(dir, owners)
+		var live map[int]bool
+		if warmOK {
+			live = warmSandboxTrees()
+		}
+		left := leftoversBelow(dir, owners, live)
 		if len(left) == 0 {
 			return
 		}
@@ -110,7 +121,43 @@ func cmdLeftovers(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-func leftoversBelow(dir string, owners map[int]bool) []string {
+// warmSandboxTrees lists the processes of live warm sandboxes (core/warm):
+// each worker (pid 1 of its sandbox, its last argument warm.WorkerArg) and
+// every ancestor up to and including the plugin that started it. A warm
+// sandbox outlives the runs it served by design; `leftovers -warm` allows
+// its cgroup and its owner's read-only stage, and nothing else.
+func warmSandboxTrees() map[int]bool {
+	out := map[int]bool{}
+	for _, pid := range pidsMatching(warm.WorkerArg) {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		isInit := false
+		for _, line := range strings.Split(string(st), "\n") {
+			if f := strings.Fields(line); len(f) > 2 && f[0] == "NSpid:" && f[len(f)-1] == "1" {
+				isInit = true
+			}
+		}
+		if !isInit {
+			continue // a request's forked child, not the worker
+		}
+		for p := pid; p > 1 && !out[p]; {
+			out[p] = true
+			if strings.Contains(cmdline(p), "rlm-plugin-") {
+				break // the plugin that owns the sandbox
+			}
+			ppid, _, ok := procStat(p)
+			if !ok {
+				break
+			}
+			p = ppid
+		}
+	}
+	return out
+}
+
+func leftoversBelow(dir string, owners map[int]bool, live map[int]bool) []string {
 	var left []string
 	base := strings.Count(dir, "/")
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -118,6 +165,9 @@ func leftoversBelow(dir string, owners map[int]bool) []string {
 			return nil
 		}
 		name := d.Name()
+		if owner, ok := stageOwner(name); ok && live[owner] {
+			return fs.SkipDir // the read-only stage of a live warm sandbox's plugin
+		}
 		for _, prefix := range []string{"rlm-run-", "rlm-isolate-", "rlm-context-", "rlm-session-"} {
 			if strings.HasPrefix(name, prefix) {
 				left = append(left, "temp entry "+p)
@@ -133,6 +183,9 @@ func leftoversBelow(dir string, owners map[int]bool) []string {
 		return nil
 	})
 	for _, m := range mountsBelow(dir) {
+		if owner, ok := stageOwner(filepath.Base(filepath.Dir(m))); ok && live[owner] {
+			continue
+		}
 		left = append(left, "mount "+m)
 	}
 	ents, _ := os.ReadDir("/proc")
@@ -153,10 +206,37 @@ func leftoversBelow(dir string, owners map[int]bool) []string {
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 		if owners[pid] || (err == nil && bytes.Contains(env, []byte(dir))) {
 			procs, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
+			if inLiveSandbox(strings.Fields(string(procs)), live) {
+				continue
+			}
 			left = append(left, fmt.Sprintf("cgroup %s (processes: %s)", cg, strings.Fields(string(procs))))
 		}
 	}
 	return left
+}
+
+// stageOwner reads PID from a read-only stage's name, rlm-isolate-ro-PID-N.
+func stageOwner(name string) (int, bool) {
+	var pid, n int
+	if k, _ := fmt.Sscanf(name, "rlm-isolate-ro-%d-%d", &pid, &n); k != 2 {
+		return 0, false
+	}
+	return pid, true
+}
+
+// inLiveSandbox reports whether a cgroup holding procs is a live warm
+// sandbox's own: not empty, and every process in it one of live.
+func inLiveSandbox(procs []string, live map[int]bool) bool {
+	if len(procs) == 0 || len(live) == 0 {
+		return false
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p)
+		if err != nil || !live[pid] {
+			return false
+		}
+	}
+	return true
 }
 
 // mountsBelow lists the mount points at or below dir.

@@ -60,7 +60,7 @@ func startSandbox(cfg Config) (*sandbox, error) {
 	env := append(isolate.DefaultEnv(isolate.SandboxWorkdir), "PYTHONDONTWRITEBYTECODE=1")
 	cmd, err := isolate.Command(context.Background(), isolate.Spec{
 		Level:         isolate.LevelNamespace,
-		Argv:          []string{cfg.Python, "-c", pyMain + pyWorker},
+		Argv:          []string{cfg.Python, "-c", pyMain + pyWorker, WorkerArg},
 		Env:           env,
 		Dir:           dir,
 		ReadOnlyPaths: cfg.ReadOnlyPaths,
