@@ -316,3 +316,79 @@ func newFloor(b *testing.B, python string, slots int) http.Handler {
 		})
 	})
 }
+
+// BenchmarkServeSessionOpen measures a new session through rlm serve's
+// handler, POST /sessions then its first cell (`x = 1`), at the default
+// isolation (namespace wherever bubblewrap works): warm (a session the
+// server opened ahead of demand, --warm-sessions) against cold (opened by
+// the request) in the same run, alternating so noise hits both alike.
+// Between two warm opens the benchmark waits until the pool holds one
+// again, outside the timing: it measures a hand-over, as a client that
+// opens sessions no faster than the pool refills sees it.
+func BenchmarkServeSessionOpen(b *testing.B) {
+	newServer := func(warm int) *httptest.Server {
+		srv, err := server.New(server.Config{Modes: []string{"python"}, Open: pluginOpener(b), WarmSessions: warm})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ts := httptest.NewServer(srv)
+		b.Cleanup(func() { ts.Close(); srv.Close() })
+		return ts
+	}
+	post := func(url, body string) map[string]any {
+		resp, err := http.Post(url, "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode >= 300 {
+			b.Fatalf("%s: %d %v %v", url, resp.StatusCode, m, err)
+		}
+		return m
+	}
+	warmReady := func(url string) {
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			resp, err := http.Get(url + "/health")
+			if err != nil {
+				b.Fatal(err)
+			}
+			var h server.Health
+			_ = json.NewDecoder(resp.Body).Decode(&h)
+			resp.Body.Close()
+			if h.WarmSessions["python"] > 0 {
+				return
+			}
+		}
+		b.Fatal("the pool never refilled")
+	}
+	servers := map[string]*httptest.Server{"warm": newServer(1), "cold": newServer(0)}
+	post(servers["warm"].URL+"/sessions", `{}`) // starts the pool
+	times := map[string][]time.Duration{}
+	for i := 0; i < b.N; i++ {
+		for _, kind := range []string{"warm", "cold"} {
+			url := servers[kind].URL
+			if kind == "warm" {
+				warmReady(url)
+			}
+			t0 := time.Now()
+			id := post(url+"/sessions", `{}`)["id"].(string)
+			if r := post(url+"/sessions/"+id+"/execute", `{"code": "x = 1"}`); r["status"] != "success" {
+				b.Fatalf("%s cell: %v", kind, r)
+			}
+			times[kind] = append(times[kind], time.Since(t0))
+			req, _ := http.NewRequest("DELETE", url+"/sessions/"+id, nil)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}
+	p50 := map[string]time.Duration{}
+	for _, kind := range []string{"warm", "cold"} {
+		p, p99 := percentiles(times[kind])
+		p50[kind] = p
+		b.ReportMetric(ms(p), kind+"-p50-ms")
+		b.ReportMetric(ms(p99), kind+"-p99-ms")
+	}
+	b.ReportMetric(float64(p50["cold"])/float64(p50["warm"]), "cold/warm")
+}

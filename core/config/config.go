@@ -102,6 +102,9 @@ type Serve struct {
 	SessionIdle Duration `toml:"session_idle" env:"RLM_SESSION_IDLE"`
 	// MaxSessions bounds open sessions.
 	MaxSessions int `toml:"max_sessions" env:"RLM_MAX_SESSIONS"`
+	// WarmSessions is how many sessions of each language are kept open
+	// ahead of demand (0: none).
+	WarmSessions int `toml:"warm_sessions" env:"RLM_WARM_SESSIONS"`
 	// Grace is how long in-flight requests may finish after SIGTERM.
 	Grace Duration `toml:"grace" env:"RLM_GRACE"`
 	// LogFormat is text or json.
@@ -176,17 +179,18 @@ func Default() Config {
 		Providers: map[string]Provider{},
 		Pricing:   map[string]llm.Price{},
 		Serve: Serve{
-			Addr:        "127.0.0.1:8080",
-			Mode:        "",
-			Queue:       64,
-			QueueWait:   Duration(10 * time.Second),
-			BodyLimit:   8 << 20,
-			MaxTimeout:  Duration(5 * time.Minute),
-			SessionIdle: Duration(10 * time.Minute),
-			MaxSessions: 64,
-			Grace:       Duration(5 * time.Second),
-			LogFormat:   "text",
-			Isolation:   DefaultIsolation,
+			Addr:         "127.0.0.1:8080",
+			Mode:         "",
+			Queue:        64,
+			QueueWait:    Duration(10 * time.Second),
+			BodyLimit:    8 << 20,
+			MaxTimeout:   Duration(5 * time.Minute),
+			SessionIdle:  Duration(10 * time.Minute),
+			MaxSessions:  64,
+			WarmSessions: 2,
+			Grace:        Duration(5 * time.Second),
+			LogFormat:    "text",
+			Isolation:    DefaultIsolation,
 		},
 		Daemon: Daemon{
 			Workers:      2,
@@ -332,6 +336,8 @@ func (s Serve) validate(src string) error {
 		return &Error{Source: src, Key: "serve.queue", Msg: "must not be negative"}
 	case s.MaxSessions < 0:
 		return &Error{Source: src, Key: "serve.max_sessions", Msg: "must not be negative"}
+	case s.WarmSessions < 0:
+		return &Error{Source: src, Key: "serve.warm_sessions", Msg: "must not be negative (0 keeps none)"}
 	case s.LogFormat != "text" && s.LogFormat != "json":
 		return &Error{Source: src, Key: "serve.log_format", Msg: fmt.Sprintf("%q is not a log format: use text or json", s.LogFormat)}
 	}

@@ -109,17 +109,29 @@ func (s *Server) openSession(ctx context.Context, id string, req *SessionRequest
 			sctx = &core.Context{Data: req.Context, Kind: "json"}
 		}
 	}
-	sess, err := withRuntime(ctx, s.slots[lang], func(rt *core.Runtime) (core.Session, error) {
-		return rt.OpenSession(ctx, core.SessionOptions{
-			Runtime: lang, Context: sctx, Bridges: s.cfg.Bridges,
-			Limits: s.sessionLimits(), ReturnFiles: true,
+	entry := &sessionEntry{id: id, language: lang, created: time.Now()}
+	if sctx == nil && s.cfg.WarmSessions > 0 {
+		// The common case (no context: the client sends its data in cells)
+		// takes a session opened ahead of demand.
+		w, err := s.warm.get(ctx, lang)
+		if err != nil {
+			return lang, nil, s.runError(ctx, lang, err)
+		}
+		entry.sess, entry.closer = w.sess, w.Close
+	} else {
+		sess, err := withRuntime(ctx, s.slots[lang], func(rt *core.Runtime) (core.Session, error) {
+			return rt.OpenSession(ctx, core.SessionOptions{
+				Runtime: lang, Context: sctx, Bridges: s.cfg.Bridges,
+				Limits: s.sessionLimits(), ReturnFiles: true,
+			})
 		})
-	})
-	if err != nil {
-		return lang, nil, s.runError(ctx, lang, err)
+		if err != nil {
+			return lang, nil, s.runError(ctx, lang, err)
+		}
+		entry.sess = sess
 	}
-	if !s.sessions.add(&sessionEntry{id: id, language: lang, sess: sess, created: time.Now()}) {
-		_ = sess.Close()
+	if !s.sessions.add(entry) {
+		_ = entry.close()
 		return lang, nil, &APIError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down", RetryAfter: 1}
 	}
 	added = true

@@ -1,8 +1,11 @@
 package server_test
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rlmkit/rlm/core/server"
 )
@@ -86,5 +89,53 @@ func TestSessionsPythonResultAndFiles(t *testing.T) {
 	}
 	if r := cell("len(os.listdir('/etc'))", nil); r.status != 200 || r.body["status"] != "success" {
 		t.Fatalf("the session after a refused upload: %s", r.raw)
+	}
+}
+
+// With WarmSessions, a session without a context is one the server opened
+// ahead of demand: its interpreter is older than the request that took it
+// (the positive control is the first, cold one, opened by its request). A
+// warm session is handed out once: nothing of an earlier client's is in it.
+func TestWarmSessions(t *testing.T) {
+	url, _ := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, nil), WarmSessions: 1})
+	// The interpreter's age in seconds, from /proc (valid in a pid namespace too).
+	const age = "import os\nt = float(open('/proc/self/stat').read().rsplit(')', 1)[1].split()[19]) / os.sysconf('SC_CLK_TCK')\nprint(round(float(open('/proc/uptime').read().split()[0]) - t, 2))"
+	open := func() (string, float64) {
+		t.Helper()
+		r := call(t, "POST", url+"/sessions", `{}`)
+		if r.status != 201 {
+			t.Fatalf("create: %d %s", r.status, r.raw)
+		}
+		id := r.body["id"].(string)
+		r = call(t, "POST", url+"/sessions/"+id+"/execute", mustJSON(map[string]any{"code": age, "timeout_ms": 30000}))
+		a, err := strconv.ParseFloat(strings.TrimSpace(fmt.Sprint(r.body["stdout"])), 64)
+		if err != nil {
+			t.Fatalf("age: %s", r.raw)
+		}
+		return id, a
+	}
+	first, cold := open()
+	if r := call(t, "POST", url+"/sessions/"+first+"/execute", `{"code": "secret = 42"}`); r.body["status"] != "success" {
+		t.Fatalf("cell: %s", r.raw)
+	}
+	// Wait for the pool to hold one, then let it age.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		h := call(t, "GET", url+"/health", "")
+		if w, _ := h.body["warm_sessions"].(map[string]any); w != nil && w["python"] == 1.0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no warm session after 2 minutes: %s", h.raw)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	second, warm := open()
+	if warm < 1.4 || warm <= cold {
+		t.Fatalf("the second session's interpreter is %.2f s old (the cold one's %.2f s): not the warm one", warm, cold)
+	}
+	if r := call(t, "POST", url+"/sessions/"+second+"/execute", `{"code": "print('secret' in globals())"}`); r.body["stdout"] != "False\n" {
+		t.Fatalf("a warm session saw another client's state: %s", r.raw)
 	}
 }

@@ -73,6 +73,14 @@ type runtimeSlot struct {
 	onRestart func(name string)
 }
 
+// generation is the number of the runtime connection now in use (0 before
+// the first launch); it grows with every relaunch.
+func (s *runtimeSlot) generation() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
+}
+
 // get returns the live runtime and its generation, launching it if needed.
 func (s *runtimeSlot) get(ctx context.Context) (*core.Runtime, int, error) {
 	s.mu.Lock()

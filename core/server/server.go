@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/pool"
 	"github.com/rlmkit/rlm/docs"
 )
 
@@ -83,6 +84,11 @@ type Config struct {
 	SessionIdle time.Duration
 	// MaxSessions bounds open sessions (default 64).
 	MaxSessions int
+	// WarmSessions is how many sessions of each language the server keeps
+	// open ahead of demand (interpreter started inside its sandbox, helpers
+	// loaded), from that language's first POST /sessions on; a request
+	// without a context takes one instead of starting one. 0: none.
+	WarmSessions int
 	// Bridges serve llm_query / rlm_query in session cells.
 	Bridges core.Bridges
 	// Logger receives one line per request (default: discard).
@@ -101,6 +107,7 @@ type Server struct {
 	slots    map[string]*runtimeSlot
 	limit    *limiter
 	sessions *sessionTable
+	warm     *warmSessions
 	metrics  *metrics
 	// mounts are handlers added with Handle, by exact path.
 	mounts   map[string]http.Handler
@@ -180,6 +187,7 @@ func New(cfg Config) (*Server, error) {
 		s.slots[m] = slot
 	}
 	s.sessions = newSessionTable(cfg.MaxSessions, cfg.SessionIdle, func(n int) { s.metrics.sessions.Set(float64(n)) })
+	s.warm = &warmSessions{srv: s, pools: map[string]*pool.Pool[*warmSession]{}}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -204,6 +212,7 @@ func (s *Server) Close() {
 	s.Drain()
 	s.stopOnce.Do(func() { close(s.stop) })
 	s.wg.Wait()
+	s.warm.close()
 	s.sessions.closeAll()
 	for _, sl := range s.slots {
 		sl.close()
@@ -366,7 +375,10 @@ type Health struct {
 	Isolation        string                      `json:"isolation"`
 	SessionIsolation string                      `json:"session_isolation"`
 	RuntimeIsolation map[string]RuntimeIsolation `json:"runtime_isolation"`
-	Error            string                      `json:"error,omitempty"`
+	// WarmSessions counts, per language, the sessions opened ahead of
+	// demand and not yet handed out.
+	WarmSessions map[string]int `json:"warm_sessions,omitempty"`
+	Error        string         `json:"error,omitempty"`
 }
 
 // RuntimeIsolation is what one runtime's programs and sessions run under.
@@ -405,6 +417,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 			h.Status, h.Error = "unavailable", err.Error()
 		}
 	}
+	h.WarmSessions = s.warm.idle()
 	h.RuntimeVersion = h.Runtimes[h.Mode]
 	h.Isolation = h.RuntimeIsolation[h.Mode].Programs
 	h.SessionIsolation = h.RuntimeIsolation[h.Mode].Sessions

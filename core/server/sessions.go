@@ -30,7 +30,10 @@ type sessionEntry struct {
 	id       string
 	language string
 	sess     core.Session
-	created  time.Time
+	// closer ends the session: sess.Close, or the warm pool's worker that
+	// holds it (see warmSessions).
+	closer  func() error
+	created time.Time
 	// busy counts requests using the session; an idle sweep skips it.
 	busy     int
 	lastUsed time.Time
@@ -142,10 +145,17 @@ func (t *sessionTable) janitor(stop <-chan struct{}) {
 			}
 			t.mu.Unlock()
 			for _, e := range expired {
-				_ = e.sess.Close()
+				_ = e.close()
 			}
 		}
 	}
+}
+
+func (e *sessionEntry) close() error {
+	if e.closer != nil {
+		return e.closer()
+	}
+	return e.sess.Close()
 }
 
 func (t *sessionTable) closeAll() {
@@ -161,7 +171,7 @@ func (t *sessionTable) closeAll() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_ = e.sess.Close()
+				_ = e.close()
 			}()
 		}
 	}
@@ -349,6 +359,6 @@ func (s *Server) closeLater(e *sessionEntry) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		_ = e.sess.Close()
+		_ = e.close()
 	}()
 }

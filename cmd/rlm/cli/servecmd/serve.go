@@ -44,6 +44,7 @@ type Options struct {
 	AllowUnauthenticated bool
 	SessionIdle          time.Duration
 	MaxSessions          int
+	WarmSessions         int
 	Grace                time.Duration
 	LogFormat            string
 	Limits               cmdutil.LimitFlags
@@ -118,6 +119,7 @@ func (o *Options) RegisterEngineFlags(fl *pflag.FlagSet) {
 	fl.DurationVar(&o.MaxTimeout, "max-timeout", 0, "cap on a request's timeout (default from config: 5m)")
 	fl.DurationVar(&o.SessionIdle, "session-idle", 0, "close sessions unused this long (default from config: 10m)")
 	fl.IntVar(&o.MaxSessions, "max-sessions", 0, "most sessions open at once (default from config: 64)")
+	fl.IntVar(&o.WarmSessions, "warm-sessions", 0, "sessions of each language kept open ahead of demand, so POST /sessions without a context takes one at once (default from config: 2; 0: none)")
 	fl.StringVar(&o.LogFormat, "log-format", "", "log format on stderr: text or json (default from config: text)")
 	o.Limits.Register(fl)
 }
@@ -198,6 +200,12 @@ func (o *Options) settings(cfg config.Config) (config.Serve, string, error) {
 			return s, "", errors.New("--max-sessions must be positive")
 		}
 		s.MaxSessions = o.MaxSessions
+	}
+	if changed("warm-sessions") {
+		if o.WarmSessions < 0 {
+			return s, "", errors.New("--warm-sessions must not be negative (0 keeps none)")
+		}
+		s.WarmSessions = o.WarmSessions
 	}
 	if changed("log-format") {
 		if o.LogFormat != "text" && o.LogFormat != "json" {
@@ -341,6 +349,7 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 		Token:          st.Token,
 		SessionIdle:    time.Duration(st.SessionIdle),
 		MaxSessions:    st.MaxSessions,
+		WarmSessions:   st.WarmSessions,
 		Logger:         logger,
 		Version:        versioncmd.String(),
 	})

@@ -27,7 +27,7 @@ func parse(t *testing.T, args ...string) *Options {
 func TestFlagsOverConfig(t *testing.T) {
 	o := parse(t, "--addr", "127.0.0.1:9", "--mode", "python,shell", "--max-concurrent", "3", "--queue", "0",
 		"--queue-wait", "2s", "--body-limit", "1MiB", "--max-timeout", "1m", "--token", "t", "--session-idle", "1m",
-		"--max-sessions", "5", "--grace", "1s", "--log-format", "json")
+		"--max-sessions", "5", "--warm-sessions", "0", "--grace", "1s", "--log-format", "json")
 	s, b, err := o.settings(config.Default())
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestEnvironmentPrecedence(t *testing.T) {
 
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"--log-format", "xml"}, {"--body-limit", "huge"}, {"--queue", "-1"}, {"--grace", "0s"}, {"--max-sessions", "0"}, {"--backend", "warp"},
+		{"--log-format", "xml"}, {"--body-limit", "huge"}, {"--queue", "-1"}, {"--grace", "0s"}, {"--max-sessions", "0"}, {"--warm-sessions", "-1"}, {"--backend", "warp"},
 	} {
 		if _, _, err := parse(t, args...).settings(config.Default()); err == nil {
 			t.Errorf("%v accepted", args)
