@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+
+	"github.com/rlmkit/rlm/core/toolpath"
 )
 
 var (
@@ -11,6 +13,18 @@ var (
 	pyExe, pyPrefix string
 	pyErr           error
 )
+
+// ExecConfig is the warm sandbox of a runtime that execs its program (bash,
+// node): the host's python3 runs the worker, which execs the runtime's tool
+// for each program (core/native adds the tool's own read-only paths). ok is
+// false when the host has no python3.
+func ExecConfig(toolpath.Tool) (cfg Config, ok bool) {
+	exe, prefix, err := FindPython()
+	if err != nil {
+		return Config{}, false
+	}
+	return Config{Mode: ModeExec, Python: exe, ReadOnlyPaths: []string{prefix}}, true
+}
 
 // FindPython resolves the python3 on PATH to the real interpreter (a
 // pyenv-style shim costs ~170 ms a start) and its installation prefix, once

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,30 +19,30 @@ import (
 	pb "github.com/rlmkit/rlm/core/proto"
 )
 
-// soakKind is one kind of program the soak test sends, in python and bash,
-// with the ending it must get.
+// soakKind is one kind of program the soak test sends, in python, bash and
+// node, with the ending it must get.
 type soakKind struct {
 	name         string
-	py, sh       string
+	py, sh, js   string
 	want         pb.EndedBy
 	stdout       string // exact stdout for a run that exits
 	wall, output int64
 }
 
 var soakKinds = []soakKind{
-	{name: "trivial", py: "print(%d)", sh: "echo %d", want: pb.EndedBy_EXIT, stdout: "%d\n"},
-	{name: "crash", py: "print(%d)\nraise SystemExit(3)", sh: "echo %d; exit 3", want: pb.EndedBy_EXIT, stdout: "%d\n"},
-	{name: "timeout", py: "import time\nprint(%d, flush=True)\ntime.sleep(600)", sh: "echo %d; sleep 600", want: pb.EndedBy_TIMEOUT, wall: 1000},
-	{name: "forkbomb", py: "import os\nprint(%d, flush=True)\nwhile True:\n    os.fork()", sh: "echo %d; sleep 1.5 & t=$!; b() { b | b & }; (b) & wait $t; exit 1", want: pb.EndedBy_PROCESS_LIMIT},
-	{name: "membomb", py: "print(%d, flush=True)\nx = bytearray(1 << 30)\nx[::4096] = b'x' * len(x[::4096])", sh: "echo %d; x=y; while :; do x=$x$x; done", want: pb.EndedBy_MEMORY_LIMIT},
-	{name: "flood", py: "import os\nprint(%d, flush=True)\nb = b'x' * 65536\nwhile True: os.write(1, b)", sh: "echo %d; yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", want: pb.EndedBy_OUTPUT_LIMIT, output: 1024},
+	{name: "trivial", py: "print(%d)", sh: "echo %d", js: "console.log(%d)", want: pb.EndedBy_EXIT, stdout: "%d\n"},
+	{name: "crash", py: "print(%d)\nraise SystemExit(3)", sh: "echo %d; exit 3", js: "console.log(%d); process.exit(3)", want: pb.EndedBy_EXIT, stdout: "%d\n"},
+	{name: "timeout", py: "import time\nprint(%d, flush=True)\ntime.sleep(600)", sh: "echo %d; sleep 600", js: "console.log(%d); setTimeout(() => {}, 600000)", want: pb.EndedBy_TIMEOUT, wall: 1000},
+	{name: "forkbomb", py: "import os\nprint(%d, flush=True)\nwhile True:\n    os.fork()", sh: "echo %d; sleep 1.5 & t=$!; b() { b | b & }; (b) & wait $t; exit 1", js: "const cp = require('child_process'); console.log(%d); for (;;) { try { cp.execSync('sleep 100 >/dev/null 2>&1 &') } catch (e) { process.exit(1) } }", want: pb.EndedBy_PROCESS_LIMIT},
+	{name: "membomb", py: "print(%d, flush=True)\nx = bytearray(1 << 30)\nx[::4096] = b'x' * len(x[::4096])", sh: "echo %d; x=y; while :; do x=$x$x; done", js: "console.log(%d); const a = []; for (;;) a.push(Buffer.alloc(1 << 24, 1))", want: pb.EndedBy_MEMORY_LIMIT},
+	{name: "flood", py: "import os\nprint(%d, flush=True)\nb = b'x' * 65536\nwhile True: os.write(1, b)", sh: "echo %d; yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", js: "const fs = require('fs'); console.log(%d); const b = 'x'.repeat(65536); for (;;) { try { fs.writeSync(1, b) } catch (e) {} }", want: pb.EndedBy_OUTPUT_LIMIT, output: 1024},
 }
 
 // TestSoak sends RLM_SOAK_N requests (500 by default, 200 with -short;
 // RLM_SOAK_N=5000 is the full soak, about a minute on a quiet
 // 2-core machine, several under load) mixing trivial, crashing, timing-out,
-// fork-bombing, memory-bombing and output-flooding programs in python and
-// bash across two pools, kills a worker or a bwrap at random 10 times, and
+// fork-bombing, memory-bombing and output-flooding programs in python, bash
+// and node (node when installed) across two pools, kills a worker or a bwrap at random 10 times, and
 // checks that every request got the right ending, none was lost or started
 // twice (a killed run ends crashed), and that nothing is left afterwards:
 // no process, mount, cgroup or directory.
@@ -58,9 +59,11 @@ func TestSoak(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
 	pools := map[Mode]*Pool{ModePython: newPool(t, ModePython, 2, 0), ModeExec: newPool(t, ModeExec, 2, 0)}
 	before := started.Load()
+	node, _ := exec.LookPath("node")
 	type outcome struct {
 		kind  soakKind
 		mode  Mode
+		lang  string
 		res   *pb.Result
 		tries int
 	}
@@ -85,15 +88,20 @@ func TestSoak(t *testing.T) {
 				default:
 					kind = soakKinds[1+r%5]
 				}
-				mode := ModePython
-				if rng.Intn(2) == 0 {
-					mode = ModeExec
+				mode, lang := ModePython, "python"
+				switch rng.Intn(3) {
+				case 1:
+					mode, lang = ModeExec, "bash"
+				case 2:
+					if node != "" {
+						mode, lang = ModeExec, "node"
+					}
 				}
 				next.Unlock()
 				if k >= n {
 					return
 				}
-				results[k] = outcome{kind: kind, mode: mode, res: soakRun(t, pools[mode], kind, k)}
+				results[k] = outcome{kind: kind, mode: mode, lang: lang, res: soakRun(t, pools[mode], kind, k, lang, node)}
 			}
 		}()
 	}
@@ -140,11 +148,11 @@ func TestSoak(t *testing.T) {
 			continue
 		}
 		if o.res.EndedBy != o.kind.want {
-			t.Errorf("request %d (%s, %s): ended by %s, want %s; stdout %q stderr %q", k, o.kind.name, o.mode, o.res.EndedBy, o.kind.want, tail(o.res.Stdout), tail(o.res.Stderr))
+			t.Errorf("request %d (%s, %s): ended by %s, want %s; stdout %q stderr %q", k, o.kind.name, o.lang, o.res.EndedBy, o.kind.want, tail(o.res.Stdout), tail(o.res.Stderr))
 			continue
 		}
 		if !strings.HasPrefix(string(o.res.Stdout), fmt.Sprintf("%d\n", k)) {
-			t.Errorf("request %d (%s, %s): stdout %q does not start with its own number", k, o.kind.name, o.mode, tail(o.res.Stdout))
+			t.Errorf("request %d (%s, %s): stdout %q does not start with its own number", k, o.kind.name, o.lang, tail(o.res.Stdout))
 		}
 	}
 	if got := started.Load() - before; got > int64(n) {
@@ -160,14 +168,17 @@ func TestSoak(t *testing.T) {
 	checkNoLeaks(t)
 }
 
-func soakRun(t *testing.T, p *Pool, kind soakKind, k int) *pb.Result {
+func soakRun(t *testing.T, p *Pool, kind soakKind, k int, lang, node string) *pb.Result {
 	l := &pb.Limits{Isolation: "namespace", MemoryBytes: 128 << 20, MaxProcesses: 32, WallMs: 60000, MaxOutputBytes: kind.output}
 	if kind.wall > 0 {
 		l.WallMs = kind.wall
 	}
 	code, name, interp := kind.py, "main.py", p.cfg.Python
-	if p.cfg.Mode == ModeExec {
+	switch lang {
+	case "bash":
 		code, name, interp = kind.sh, "main.sh", "/usr/bin/bash"
+	case "node":
+		code, name, interp = kind.js, "main.js", node
 	}
 	req := &pb.RunRequest{Code: []byte(fmt.Sprintf(code, k)), Limits: l}
 	ws, err := program.NewWorkspace(req, name)

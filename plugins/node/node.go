@@ -15,6 +15,7 @@ import (
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
+	"github.com/rlmkit/rlm/core/warm"
 )
 
 // Probe reports node's version as `node --version` prints it ("v20.20.2").
@@ -87,6 +88,10 @@ var Runtime = &native.Runtime{
 	Installer:    installer,
 	InstallEnv:   useInstalled,
 	Capabilities: []string{"program", "requirements", "check", "files"},
+	// Programs under namespace run in warm sandboxes (as bash's do): the
+	// worker execs node for each program. A run with requirements gets a
+	// sandbox of its own.
+	Warm: warm.ExecConfig,
 }
 
 // Server is the node plugin's runtime service.

@@ -38,17 +38,7 @@ var Runtime = &native.Runtime{
 	Capabilities: []string{"program", "check", "files"},
 	// Programs under namespace run in warm sandboxes when the host has a
 	// python3 for the worker, which execs bash for each script.
-	Warm: warmExec,
-}
-
-// warmExec is the warm sandbox of runtimes that exec their program (bash):
-// the host's python3 runs the worker.
-func warmExec(toolpath.Tool) (warm.Config, bool) {
-	exe, prefix, err := warm.FindPython()
-	if err != nil {
-		return warm.Config{}, false
-	}
-	return warm.Config{Mode: warm.ModeExec, Python: exe, ReadOnlyPaths: []string{prefix}}, true
+	Warm: warm.ExecConfig,
 }
 
 // Server is the shell plugin's runtime service.
