@@ -76,13 +76,23 @@ if command -v wasm-opt >/dev/null 2>&1; then
 	die "wasm-opt ($(command -v wasm-opt), from binaryen) is installed; clang would run it on the link output and break python.wasm. Remove binaryen (apt-get remove binaryen) and re-run."
 fi
 
-# deb-src stanza mirroring the binary sources, so apt-get source works.
-SRCLIST=/etc/apt/sources.list.d/rlm-deb-src.sources
-if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
+# deb-src sources mirroring the binary ones, so apt-get source works: from
+# /etc/apt/sources.list.d/debian.sources (deb822, Debian's container images)
+# or from the classic /etc/apt/sources.list (what the Debian 12 installer and
+# debootstrap write).
+if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -rqs '^deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
 	[[ ${RLM_WASM_NO_APT:-} == 1 ]] && die "no deb-src source configured"
-	[[ -f /etc/apt/sources.list.d/debian.sources ]] || die "no /etc/apt/sources.list.d/debian.sources to mirror as deb-src"
-	log "adding $SRCLIST"
-	sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources | $SUDO tee "$SRCLIST" >/dev/null
+	if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
+		SRCLIST=/etc/apt/sources.list.d/rlm-deb-src.sources
+		log "adding $SRCLIST"
+		sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources | $SUDO tee "$SRCLIST" >/dev/null
+	elif grep -qs '^deb ' /etc/apt/sources.list; then
+		SRCLIST=/etc/apt/sources.list.d/rlm-deb-src.list
+		log "adding $SRCLIST"
+		sed -n 's/^deb /deb-src /p' /etc/apt/sources.list | $SUDO tee "$SRCLIST" >/dev/null
+	else
+		die "no Debian apt source (/etc/apt/sources.list.d/debian.sources or deb lines in /etc/apt/sources.list) to mirror as deb-src"
+	fi
 	$SUDO apt-get update -qq
 fi
 
