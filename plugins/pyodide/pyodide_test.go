@@ -603,3 +603,69 @@ listdir dir/ ok
 		t.Fatalf("stdout = %q, want %q", res.Stdout, want)
 	}
 }
+
+// os.utime(path) and Path.touch() on an existing file set the current time
+// (wasi-libc left a NULL times uninitialised: 1970). Compared with the
+// host's clock, so the check is about the epoch, not about speed.
+func TestUtimeNow(t *testing.T) {
+	ws := t.TempDir()
+	old := time.Unix(1_000_000_000, 0)
+	for _, n := range []string{"a.txt", "b.txt"} {
+		p := filepath.Join(ws, n)
+		os.WriteFile(p, []byte("x"), 0o644)
+		os.Chtimes(p, old, old)
+	}
+	before := time.Now().Add(-time.Minute)
+	res := run(t, RunSpec{Code: "import os, pathlib\nos.utime('a.txt')\npathlib.Path('b.txt').touch()", Workspace: ws})
+	if !res.Success {
+		dump(t, res)
+		t.Fatal("utime failed")
+	}
+	for _, n := range []string{"a.txt", "b.txt"} {
+		st, err := os.Stat(filepath.Join(ws, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ModTime().Before(before) {
+			t.Errorf("%s: mtime %v after utime, want about now", n, st.ModTime())
+		}
+	}
+}
+
+// Time zones come from the tzdata package in the stdlib zip; bz2 and lzma
+// are built in.
+func TestZoneInfoBz2Lzma(t *testing.T) {
+	code := `import bz2, lzma, zlib, zoneinfo, datetime
+z = zoneinfo.ZoneInfo('Europe/Paris')
+print(datetime.datetime(2024, 7, 1, 12, tzinfo=z).utcoffset(), datetime.datetime(2024, 1, 1, 12, tzinfo=z).tzname())
+print('America/New_York' in zoneinfo.available_timezones())
+data = b'rlm ' * 1000
+print(bz2.decompress(bz2.compress(data)) == data, lzma.decompress(lzma.compress(data)) == data)
+`
+	res := run(t, RunSpec{Code: code})
+	want := "2:00:00 CET\nTrue\nTrue True\n"
+	if !res.Success || string(res.Stdout) != want {
+		dump(t, res)
+		t.Fatalf("stdout = %q, want %q", res.Stdout, want)
+	}
+}
+
+// The stdlib ships its sources: tracebacks through it show the lines and
+// inspect.getsource works.
+func TestStdlibSources(t *testing.T) {
+	code := `import inspect, json
+print(inspect.getsource(json.dumps).splitlines()[0])
+json.loads('')
+`
+	res := run(t, RunSpec{Code: code})
+	if string(res.Stdout) != "def dumps(obj, *, skipkeys=False, ensure_ascii=True, check_circular=True,\n" {
+		dump(t, res)
+		t.Fatalf("getsource: stdout = %q", res.Stdout)
+	}
+	// The uncaught error's traceback quotes the stdlib line that raised it.
+	if res.Success || !bytes.Contains(res.Stderr, []byte(`/usr/local/lib/python3.11/json/decoder.py", line`)) ||
+		!bytes.Contains(res.Stderr, []byte("raise JSONDecodeError(")) {
+		dump(t, res)
+		t.Fatal("traceback has no stdlib source line")
+	}
+}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# build.sh builds python.wasm (CPython 3.11 for wasm32-wasi) and python311.zip
-# (a pyc-only standard library) from Debian's own sources with Debian's
-# clang-19, lld-19 and wasi-libc. Nothing is downloaded from anywhere but the
-# Debian archive.
+# build.sh builds python.wasm (CPython 3.11 for wasm32-wasi, with zlib, bz2 and
+# lzma) and python311.zip (the standard library as sources plus unchecked-hash
+# pycs, and IANA time-zone data as the tzdata package) from Debian's own
+# sources with Debian's clang-19, lld-19 and wasi-libc. Nothing is downloaded
+# from anywhere but the Debian archive.
 #
 # Output is cached in ${RLM_WASM_CACHE:-$HOME/.cache/rlm/wasm}/<sha256 of this
 # script>/ ; when that directory is complete the script only copies the two
@@ -21,6 +22,17 @@
 #   - wazero rejects absolute-time sleeps: clock_nanosleep is disabled in the
 #     config.site so time.sleep uses relative nanosleep.
 #   - clang >= 16 turns two old warnings into errors in timemodule.c.
+#   - wasi-libc's utimensat/futimens leave the timestamps of a NULL `times`
+#     uninitialised, so os.utime(path) and Path.touch() set 1970: posixmodule
+#     is patched to pass the current time explicitly.
+#   - liblzma's single-threaded mythread.h wants sigprocmask, which WASI lacks
+#     (and nothing calls with threads disabled): the block is compiled out.
+#
+# Cheaper than building a native CPython first: the build python is Debian's
+# own python3.11 (same 3.11 bytecode and marshal format), installed from apt
+# in seconds instead of compiled in ~2 minutes. sqlite3 is not built: bookworm's
+# SQLite 3.40 has no WASI support (its unix VFS needs fcntl locks, mmap and
+# fchown) and its amalgamation needs tcl to generate.
 #
 # Reproducible: configure is run by relative path and -ffile-prefix-map hides
 # the scratch directory from __FILE__ strings; clang honours
@@ -59,7 +71,7 @@ fi
 
 # ---------------------------------------------------------------- packages
 PKGS=(wasi-libc clang-19 lld-19 llvm-19 libclang-rt-19-dev-wasm32 dpkg-dev
-	build-essential zlib1g-dev pkg-config xz-utils)
+	build-essential python3.11 pkg-config xz-utils)
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -121,13 +133,34 @@ fetch_orig() { # $1 source package, $2 glob of the orig tarball
 }
 PYTAR=$(fetch_orig python3.11 'python3.11_*.orig.tar.*')
 ZTAR=$(fetch_orig zlib 'zlib_*.orig.tar.*')
+BZTAR=$(fetch_orig bzip2 'bzip2_*.orig.tar.*')
+XZTAR=$(fetch_orig xz-utils 'xz-utils_*.orig.tar.*')
+TZDEB=$(ls "$W"/dl/tzdata_*_all.deb 2>/dev/null | head -n1 || true)
+if [[ -z $TZDEB ]]; then
+	# tzdata's data is architecture-independent: the binary package is the
+	# compiled zone files, which is what Python's tzdata package ships too.
+	(cd "$W/dl" && apt-get download tzdata >&2) || true
+	TZDEB=$(ls "$W"/dl/tzdata_*_all.deb 2>/dev/null | head -n1 || true)
+fi
+[[ -n $TZDEB ]] || die "could not download tzdata with apt-get download"
 log "python source: $PYTAR"
 log "zlib source:   $ZTAR"
+log "bzip2 source:  $BZTAR"
+log "xz source:     $XZTAR"
+log "tzdata:        $TZDEB"
 
-rm -rf "$W/src" "$W/zlib" && mkdir -p "$W/src" "$W/zlib"
+rm -rf "$W/src" "$W/zlib" "$W/bzip2" "$W/xz" "$W/tz" && mkdir -p "$W/src" "$W/zlib" "$W/bzip2" "$W/xz" "$W/tz"
 tar -xf "$PYTAR" -C "$W/src" --strip-components=1
 tar -xf "$ZTAR" -C "$W/zlib" --strip-components=1
+tar -xf "$BZTAR" -C "$W/bzip2" --strip-components=1
+tar -xf "$XZTAR" -C "$W/xz" --strip-components=1
+dpkg-deb -x "$TZDEB" "$W/tz"
 SRC=$W/src
+
+# os.utime(path) / Path.touch(): pass "now" as an explicit time, not NULL.
+grep -q '^        time = NULL; \\$' "$SRC/Modules/posixmodule.c" || die "posixmodule.c: UTIME_TO_TIMESPEC not as expected"
+sed -i 's|^        time = NULL; \\$|        { clock_gettime(CLOCK_REALTIME, \&ts[0]); ts[1] = ts[0]; time = ts; } \\|' "$SRC/Modules/posixmodule.c"
+grep -q 'clock_gettime(CLOCK_REALTIME, &ts\[0\]); ts\[1\] = ts\[0\]' "$SRC/Modules/posixmodule.c" || die "posixmodule.c: utime patch did not apply"
 
 # ---------------------------------------------------------------- toolchain
 SYSROOT=$W/sysroot
@@ -155,19 +188,41 @@ ZPREFIX=$W/zprefix
 	cp libz.a "$ZPREFIX/lib/"
 ) || { tail -n 30 "$W/zlib.log" >&2; die "zlib build failed (log: $W/zlib.log)"; }
 
-# ---------------------------------------------------------------- build python (native)
-log "stage 1: native build python ($JOBS jobs, ~2 min)"
-mkdir -p "$W/native"
+# ---------------------------------------------------------------- bzip2, liblzma (wasm)
+log "building libbz2 and liblzma for wasm32-wasi"
+BZPREFIX=$W/bzprefix
 (
-	cd "$W/native"
-	../src/configure --prefix="$W/native-prefix" >"$W/native.log" 2>&1
-	make -j"$JOBS" >>"$W/native.log" 2>&1
-) || { tail -n 30 "$W/native.log" >&2; die "native build failed (log: $W/native.log)"; }
-BUILDPY=$W/native/python
-"$BUILDPY" -c 'import zlib, zipfile, py_compile' || die "native build python lacks zlib (install zlib1g-dev)"
+	cd "$W/bzip2"
+	mkdir -p "$BZPREFIX/include" "$BZPREFIX/lib"
+	for f in blocksort huffman crctable randtable compress decompress bzlib; do
+		"$WCC" -O2 -D_FILE_OFFSET_BITS=64 -c "$f.c" -o "$f.o"
+	done
+	llvm-ar-19 rcs "$BZPREFIX/lib/libbz2.a" blocksort.o huffman.o crctable.o randtable.o compress.o decompress.o bzlib.o
+	cp bzlib.h "$BZPREFIX/include/"
+) >"$W/bzip2.log" 2>&1 || { tail -n 30 "$W/bzip2.log" >&2; die "bzip2 build failed (log: $W/bzip2.log)"; }
+XZPREFIX=$W/xzprefix
+(
+	cd "$W/xz"
+	sed -i 's|^#if !(defined(_WIN32) \&\& !defined(__CYGWIN__))$|& \&\& !defined(__wasi__)|' src/common/mythread.h
+	grep -q '!defined(__CYGWIN__)) && !defined(__wasi__)' src/common/mythread.h
+	CC=$WCC AR=llvm-ar-19 RANLIB=llvm-ranlib-19 CFLAGS="-O2" \
+		./configure --host=wasm32-unknown-wasi --prefix="$XZPREFIX" --enable-static --disable-shared \
+		--disable-threads --disable-xz --disable-xzdec --disable-lzmadec --disable-lzmainfo \
+		--disable-lzma-links --disable-scripts --disable-doc --disable-nls
+	make -j"$JOBS" -C src/liblzma
+	make -C src/liblzma install
+) >"$W/xz.log" 2>&1 || { tail -n 30 "$W/xz.log" >&2; die "liblzma build failed (log: $W/xz.log)"; }
+
+# ---------------------------------------------------------------- build python
+# Debian's python3.11 serves as the build python (it runs the freezers and
+# compiles the stdlib pycs): same bytecode and marshal format as the target.
+BUILDPY=/usr/bin/python3.11
+[[ -x $BUILDPY ]] || die "$BUILDPY missing (apt-get install python3.11)"
+"$BUILDPY" -c 'import sys, zlib, zipfile, py_compile; assert sys.version_info[:2] == (3, 11), sys.version' ||
+	die "$BUILDPY is not a usable Python 3.11"
 
 # ---------------------------------------------------------------- python.wasm
-log "stage 2: CPython for wasm32-wasi (~1-2 min)"
+log "CPython for wasm32-wasi (~3-4 min)"
 SITE=$W/config.site-wasm32-wasi
 cp "$SRC/Tools/wasm/config.site-wasm32-wasi" "$SITE"
 cat >>"$SITE" <<'EOF'
@@ -183,6 +238,8 @@ mkdir -p "$W/wasi"
 		CC=$WCC AR=llvm-ar-19 RANLIB=llvm-ranlib-19 \
 		CFLAGS="-O2 -ffile-prefix-map=$W=/rlm-build -Wno-error=int-conversion -Wno-error=incompatible-function-pointer-types" \
 		ZLIB_CFLAGS="-I$ZPREFIX/include" ZLIB_LIBS="-L$ZPREFIX/lib -lz" \
+		BZIP2_CFLAGS="-I$BZPREFIX/include" BZIP2_LIBS="-L$BZPREFIX/lib -lbz2" \
+		LIBLZMA_CFLAGS="-I$XZPREFIX/include" LIBLZMA_LIBS="-L$XZPREFIX/lib -llzma" \
 		PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=$W/no-pkgconfig \
 		../src/configure --host=wasm32-unknown-wasi --build="$("$SRC/config.guess")" \
 		--with-build-python="$BUILDPY" --prefix=/usr/local \
@@ -197,20 +254,26 @@ rm -rf "$OUT" && mkdir -p "$OUT"
 llvm-strip-19 -o "$OUT/python.wasm" "$W/wasi/python.wasm"
 
 # ---------------------------------------------------------------- stdlib zip
-log "building the pyc-only stdlib zip"
+log "building the stdlib zip (sources, pycs, tzdata)"
 SYSCONFIGDATA=$(ls "$W"/wasi/build/lib.*/_sysconfigdata_*.py 2>/dev/null | head -n1 || true)
 if [[ -n $SYSCONFIGDATA ]]; then
 	# It records the build's absolute paths; make them independent of $W.
 	sed "s#$W#/rlm-build#g" "$SYSCONFIGDATA" >"$W/$(basename "$SYSCONFIGDATA")"
 	SYSCONFIGDATA=$W/$(basename "$SYSCONFIGDATA")
 fi
-"$BUILDPY" - "$SRC/Lib" "$OUT/python311.zip" "$SYSCONFIGDATA" <<'PYEOF'
-# Compile every stdlib module to an unchecked-hash pyc (no mtimes, so the zip
-# is reproducible) and store only the pyc files, in sorted order with a fixed
-# timestamp. Tests, GUI and packaging tools are left out: they cannot work
+TZVERSION=$(basename "$TZDEB" | sed -E 's/^tzdata_([0-9]+[a-z]+).*/\1/')
+"$BUILDPY" - "$SRC/Lib" "$OUT/python311.zip" "$SYSCONFIGDATA" "$W/tz/usr/share/zoneinfo" "$TZVERSION" <<'PYEOF'
+# The plugin serves this zip as the directory /usr/local/lib/python3.11, so
+# the layout is a normal stdlib directory: each module's source beside an
+# unchecked-hash pyc in __pycache__ (imports never compile or stat sources, and
+# tracebacks, linecache and inspect find the source at the path the pyc names).
+# Time zones are the tzdata package zoneinfo falls back to when the system has
+# no /usr/share/zoneinfo. Sorted entries with a fixed timestamp keep the zip
+# reproducible. Tests, GUI and packaging tools are left out: they cannot work
 # under WASI or are not useful in a sandbox.
-import importlib.util, os, py_compile, sys, zipfile
-lib, out, sysconfigdata = sys.argv[1], sys.argv[2], sys.argv[3]
+import os, py_compile, sys, zipfile
+lib, out, sysconfigdata, tzroot, tzversion = sys.argv[1:6]
+PREFIX = "/usr/local/lib/python3.11/"
 SKIP_DIRS = {"test", "tests", "idle_test", "idlelib", "tkinter", "turtledemo",
              "ensurepip", "lib2to3", "venv", "pydoc_data", "__pycache__",
              "site-packages", "unittest/test", "distutils/tests", "ctypes/test",
@@ -227,26 +290,64 @@ for root, dirs, files in os.walk(lib):
             entries.append((os.path.join(root, f), (rel + "/" + f).lstrip("/")))
 if sysconfigdata:
     entries.append((sysconfigdata, os.path.basename(sysconfigdata)))
-entries.sort(key=lambda e: e[1])
+
+files = {}  # arcname -> bytes
 tmp = out + ".pyc.tmp"
 n = 0
-with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
-    for src, arc in entries:
-        try:
-            py_compile.compile(src, cfile=tmp, dfile="/usr/local/lib/python311.zip/" + arc,
-                               doraise=True, optimize=0,
-                               invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
-        except py_compile.PyCompileError as e:
-            print("skip", arc, e.msg.splitlines()[-1], file=sys.stderr)
+for src, arc in entries:
+    d, base = os.path.split(arc)
+    pyc = (d + "/" if d else "") + "__pycache__/" + base[:-3] + ".cpython-311.pyc"
+    try:
+        py_compile.compile(src, cfile=tmp, dfile=PREFIX + arc, doraise=True, optimize=0,
+                           invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    except py_compile.PyCompileError as e:
+        print("skip", arc, e.msg.splitlines()[-1], file=sys.stderr)
+        continue
+    with open(tmp, "rb") as fh:
+        files[pyc] = fh.read()
+    with open(src, "rb") as fh:
+        files[arc] = fh.read()
+    n += 1
+os.unlink(tmp)
+
+# tzdata: the compiled zones of Debian's tzdata, laid out as PyPI's tzdata
+# package (every directory a package, so importlib.resources finds them).
+root = os.path.realpath(tzroot)
+zones = []
+for d, dirs, fs in os.walk(root):
+    rel = os.path.relpath(d, root)
+    if rel == ".":
+        dirs[:] = [x for x in dirs if x not in ("posix", "right")]
+    dirs.sort()
+    for f in sorted(fs):
+        p = os.path.realpath(os.path.join(d, f))
+        if not p.startswith(root + os.sep) or not os.path.isfile(p):
+            continue  # e.g. localtime -> /etc/localtime
+        with open(p, "rb") as fh:
+            data = fh.read()
+        if not data.startswith(b"TZif"):
             continue
-        zi = zipfile.ZipInfo(arc[:-3] + ".pyc", date_time=(1980, 1, 1, 0, 0, 0))
+        key = os.path.normpath(os.path.join(rel, f)).replace(os.sep, "/")
+        zones.append(key)
+        files["tzdata/zoneinfo/" + key] = data
+pkgs = {"tzdata", "tzdata/zoneinfo"}
+for z in zones:
+    parts = z.split("/")[:-1]
+    for i in range(1, len(parts) + 1):
+        pkgs.add("tzdata/zoneinfo/" + "/".join(parts[:i]))
+for p in pkgs:
+    files[p + "/__init__.py"] = b""
+files["tzdata/__init__.py"] = ("# IANA time-zone data from Debian's tzdata package.\n"
+                               "IANA_VERSION = %r\n__version__ = %r\n" % (tzversion, tzversion)).encode()
+files["tzdata/zones"] = ("\n".join(sorted(zones)) + "\n").encode()
+
+with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+    for arc in sorted(files):
+        zi = zipfile.ZipInfo(arc, date_time=(1980, 1, 1, 0, 0, 0))
         zi.compress_type = zipfile.ZIP_DEFLATED
         zi.external_attr = 0o644 << 16
-        with open(tmp, "rb") as fh:
-            z.writestr(zi, fh.read())
-        n += 1
-os.unlink(tmp)
-print("stdlib zip:", n, "modules", file=sys.stderr)
+        z.writestr(zi, files[arc])
+print("stdlib zip: %d modules, %d time zones (tzdata %s)" % (n, len(zones), tzversion), file=sys.stderr)
 PYEOF
 
 # ---------------------------------------------------------------- smoke check
@@ -258,6 +359,10 @@ head -c 4 "$OUT/python.wasm" | od -An -tx1 | grep -q '00 61 73 6d' || die "pytho
 	echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 	echo "python source: $(basename "$PYTAR")"
 	echo "zlib source:   $(basename "$ZTAR")"
+	echo "bzip2 source:  $(basename "$BZTAR")"
+	echo "xz source:     $(basename "$XZTAR")"
+	echo "tzdata:        $(basename "$TZDEB")"
+	echo "build python:  $("$BUILDPY" -c 'import sys; print(sys.version.split()[0])') ($(dpkg-query -W -f='${Version}' python3.11-minimal))"
 	echo "clang: $(clang-19 --version | head -n1)"
 	echo "wasi-libc: $(dpkg-query -W -f='${Version}' wasi-libc)"
 } >"$OUT/BUILDINFO"
