@@ -12,7 +12,8 @@
 //   - the workspace directory at /app (its working directory), through a file
 //     system that refuses symbolic links and any path leaving the directory;
 //   - its code read-only at /sandbox/user_code.py, outside the workspace;
-//   - the standard library read-only at /usr/local/lib/python311.zip;
+//   - the standard library (sources, pycs, tzdata) read-only at
+//     /usr/local/lib/python3.11, served from the embedded python311.zip;
 //   - /dev/null, /dev/zero, /dev/random and /dev/urandom, and a read-only "/"
 //     holding the mount points, where any other path is "not found";
 //   - nothing else: no network, no processes, no threads, no other files.
@@ -22,8 +23,8 @@
 // wall-clock time by a watchdog that empties the fuel counter, and output by
 // per-stream caps that keep the head and tail.
 //
-// Not available in this CPython build: ssl, sqlite3, bz2, lzma, ctypes,
-// threading of real threads, subprocess, sockets.
+// Not available in this CPython build: ssl, sqlite3, ctypes, threading of
+// real threads, subprocess, sockets (zlib, bz2 and lzma are built in).
 package pyodide
 
 import (
