@@ -30,9 +30,13 @@
 #
 # Cheaper than building a native CPython first: the build python is Debian's
 # own python3.11 (same 3.11 bytecode and marshal format), installed from apt
-# in seconds instead of compiled in ~2 minutes. sqlite3 is not built: bookworm's
-# SQLite 3.40 has no WASI support (its unix VFS needs fcntl locks, mmap and
-# fchown) and its amalgamation needs tcl to generate.
+# in seconds instead of compiled in ~2 minutes.
+#
+# sqlite3 is not built: bookworm's SQLite 3.40 predates SQLite's WASI support
+# (3.41): its unix VFS needs POSIX fcntl locks, mmap and fchown, which
+# wasi-libc lacks, so it would need our own port of os_unix.c, and Debian's
+# source has no amalgamation (generating one needs tcl and native lemon and
+# mkkeywordhash builds, then a ~9 MB C file to compile for wasm).
 #
 # Reproducible: configure is run by relative path and -ffile-prefix-map hides
 # the scratch directory from __FILE__ strings; clang honours
@@ -53,7 +57,7 @@ CACHE_ROOT=${RLM_WASM_CACHE:-$HOME/.cache/rlm/wasm}
 CACHE="$CACHE_ROOT/$KEY"
 JOBS=$(nproc 2>/dev/null || echo 2)
 
-log() { printf 'build.sh: %s\n' "$*" >&2; }
+log() { printf 'build.sh: [%ds] %s\n' "$SECONDS" "$*" >&2; }
 die() { printf 'build.sh: error: %s\n' "$*" >&2; exit 1; }
 
 install_assets() {
@@ -135,6 +139,9 @@ PYTAR=$(fetch_orig python3.11 'python3.11_*.orig.tar.*')
 ZTAR=$(fetch_orig zlib 'zlib_*.orig.tar.*')
 BZTAR=$(fetch_orig bzip2 'bzip2_*.orig.tar.*')
 XZTAR=$(fetch_orig xz-utils 'xz-utils_*.orig.tar.*')
+# Debian's patches for xz-utils carry liblzma security fixes (bookworm-security);
+# they come with the same apt-get source.
+XZDEB=$(ls "$W"/dl/xz-utils_*.debian.tar.* 2>/dev/null | head -n1 || true)
 TZDEB=$(ls "$W"/dl/tzdata_*_all.deb 2>/dev/null | head -n1 || true)
 if [[ -z $TZDEB ]]; then
 	# tzdata's data is architecture-independent: the binary package is the
@@ -146,7 +153,7 @@ fi
 log "python source: $PYTAR"
 log "zlib source:   $ZTAR"
 log "bzip2 source:  $BZTAR"
-log "xz source:     $XZTAR"
+log "xz source:     $XZTAR + ${XZDEB:-no Debian patches}"
 log "tzdata:        $TZDEB"
 
 rm -rf "$W/src" "$W/zlib" "$W/bzip2" "$W/xz" "$W/tz" && mkdir -p "$W/src" "$W/zlib" "$W/bzip2" "$W/xz" "$W/tz"
@@ -154,6 +161,15 @@ tar -xf "$PYTAR" -C "$W/src" --strip-components=1
 tar -xf "$ZTAR" -C "$W/zlib" --strip-components=1
 tar -xf "$BZTAR" -C "$W/bzip2" --strip-components=1
 tar -xf "$XZTAR" -C "$W/xz" --strip-components=1
+if [[ -n $XZDEB ]]; then
+	tar -xf "$XZDEB" -C "$W/xz"
+	while read -r p; do
+		[[ -z $p || $p == \#* ]] && continue
+		patch -d "$W/xz" -p1 -s --no-backup-if-mismatch <"$W/xz/debian/patches/$p" || die "xz-utils: Debian patch $p does not apply"
+	done <"$W/xz/debian/patches/series"
+else
+	log "warning: no xz-utils Debian patches downloaded; liblzma is upstream $(basename "$XZTAR") without bookworm's security fixes"
+fi
 dpkg-deb -x "$TZDEB" "$W/tz"
 SRC=$W/src
 
@@ -189,7 +205,11 @@ ZPREFIX=$W/zprefix
 ) || { tail -n 30 "$W/zlib.log" >&2; die "zlib build failed (log: $W/zlib.log)"; }
 
 # ---------------------------------------------------------------- bzip2, liblzma (wasm)
-log "building libbz2 and liblzma for wasm32-wasi"
+# Only the libraries, compiled file by file: no configure (xz's takes minutes
+# on a loaded 2-core machine, and neither tool nor documentation is wanted).
+# liblzma's config.h is what xz's configure finds for wasm32-wasi with
+# --disable-threads, and the sources are its single-threaded liblzma_la list.
+log "building libbz2 and liblzma for wasm32-wasi (seconds)"
 BZPREFIX=$W/bzprefix
 (
 	cd "$W/bzip2"
@@ -205,12 +225,58 @@ XZPREFIX=$W/xzprefix
 	cd "$W/xz"
 	sed -i 's|^#if !(defined(_WIN32) \&\& !defined(__CYGWIN__))$|& \&\& !defined(__wasi__)|' src/common/mythread.h
 	grep -q '!defined(__CYGWIN__)) && !defined(__wasi__)' src/common/mythread.h
-	CC=$WCC AR=llvm-ar-19 RANLIB=llvm-ranlib-19 CFLAGS="-O2" \
-		./configure --host=wasm32-unknown-wasi --prefix="$XZPREFIX" --enable-static --disable-shared \
-		--disable-threads --disable-xz --disable-xzdec --disable-lzmadec --disable-lzmainfo \
-		--disable-lzma-links --disable-scripts --disable-doc --disable-nls
-	make -j"$JOBS" -C src/liblzma
-	make -C src/liblzma install
+	cat >config.h <<'CFG'
+/* What xz's configure finds for wasm32-wasi with --disable-threads, cut to
+   what liblzma reads. */
+#define _GNU_SOURCE 1
+#define NDEBUG 1
+#define PACKAGE_NAME "XZ Utils"
+#define PACKAGE_URL "https://tukaani.org/xz/"
+#define ASSUME_RAM 128
+#define SIZEOF_SIZE_T 4
+#define HAVE_STDBOOL_H 1
+#define HAVE__BOOL 1
+#define HAVE_INTTYPES_H 1
+#define HAVE_STDINT_H 1
+#define HAVE_LIMITS_H 1
+#define HAVE_STRING_H 1
+#define HAVE_STRINGS_H 1
+#define HAVE_UNISTD_H 1
+#define HAVE_VISIBILITY 1
+#define HAVE___BUILTIN_ASSUME_ALIGNED 1
+#define HAVE___BUILTIN_BSWAPXX 1
+#define TUKLIB_PHYSMEM_SYSCONF 1
+#define HAVE_CHECK_CRC32 1
+#define HAVE_CHECK_CRC64 1
+#define HAVE_CHECK_SHA256 1
+#define HAVE_ENCODERS 1
+#define HAVE_DECODERS 1
+#define HAVE_LZIP_DECODER 1
+#define HAVE_MF_HC3 1
+#define HAVE_MF_HC4 1
+#define HAVE_MF_BT2 1
+#define HAVE_MF_BT3 1
+#define HAVE_MF_BT4 1
+CFG
+	for f in LZMA1 LZMA2 DELTA X86 POWERPC IA64 ARM ARMTHUMB ARM64 SPARC; do
+		printf '#define HAVE_ENCODER_%s 1\n#define HAVE_DECODER_%s 1\n' "$f" "$f"
+	done >>config.h
+	cd src
+	SRCS="common/tuklib_physmem.c"
+	for f in common/{common,block_util,easy_preset,filter_common,hardware_physmem,index,stream_flags_common,string_conversion,vli_size} \
+		common/{alone_encoder,block_buffer_encoder,block_encoder,block_header_encoder,easy_buffer_encoder,easy_encoder,easy_encoder_memusage,filter_buffer_encoder,filter_encoder,filter_flags_encoder,index_encoder,stream_buffer_encoder,stream_encoder,stream_flags_encoder,vli_encoder,microlzma_encoder} \
+		common/{alone_decoder,auto_decoder,block_buffer_decoder,block_decoder,block_header_decoder,easy_decoder_memusage,file_info,filter_buffer_decoder,filter_decoder,filter_flags_decoder,index_decoder,index_hash,stream_buffer_decoder,stream_decoder,stream_flags_decoder,vli_decoder,microlzma_decoder,lzip_decoder} \
+		check/{check,crc32_table,crc32_fast,crc64_table,crc64_fast,sha256} lz/{lz_encoder,lz_encoder_mf,lz_decoder} \
+		lzma/{lzma_encoder_presets,lzma_encoder,lzma_encoder_optimum_fast,lzma_encoder_optimum_normal,fastpos_table,lzma_decoder,lzma2_encoder,lzma2_decoder} \
+		rangecoder/price_table delta/{delta_common,delta_encoder,delta_decoder} \
+		simple/{simple_coder,simple_encoder,simple_decoder,x86,powerpc,ia64,arm,armthumb,arm64,sparc}; do
+		SRCS="$SRCS liblzma/$f.c"
+	done
+	mkdir -p obj
+	printf '%s\n' $SRCS | xargs -P "$JOBS" -I{} sh -c 'o=obj/$(echo "$1" | tr / _); exec "$0" -O2 -fvisibility=hidden -DHAVE_CONFIG_H -DTUKLIB_SYMBOL_PREFIX=lzma_ -I.. -Iliblzma/api -Iliblzma/common -Iliblzma/check -Iliblzma/lz -Iliblzma/rangecoder -Iliblzma/lzma -Iliblzma/delta -Iliblzma/simple -Icommon -c "$1" -o "${o%.c}.o"' "$WCC" {}
+	mkdir -p "$XZPREFIX/include" "$XZPREFIX/lib"
+	llvm-ar-19 rcs "$XZPREFIX/lib/liblzma.a" obj/*.o
+	cp -R liblzma/api/lzma.h liblzma/api/lzma "$XZPREFIX/include/"
 ) >"$W/xz.log" 2>&1 || { tail -n 30 "$W/xz.log" >&2; die "liblzma build failed (log: $W/xz.log)"; }
 
 # ---------------------------------------------------------------- build python
@@ -222,7 +288,7 @@ BUILDPY=/usr/bin/python3.11
 	die "$BUILDPY is not a usable Python 3.11"
 
 # ---------------------------------------------------------------- python.wasm
-log "CPython for wasm32-wasi (~3-4 min)"
+log "CPython for wasm32-wasi (configure ~1 min, make ~3 min on 2 idle cores)"
 SITE=$W/config.site-wasm32-wasi
 cp "$SRC/Tools/wasm/config.site-wasm32-wasi" "$SITE"
 cat >>"$SITE" <<'EOF'
@@ -360,7 +426,7 @@ head -c 4 "$OUT/python.wasm" | od -An -tx1 | grep -q '00 61 73 6d' || die "pytho
 	echo "python source: $(basename "$PYTAR")"
 	echo "zlib source:   $(basename "$ZTAR")"
 	echo "bzip2 source:  $(basename "$BZTAR")"
-	echo "xz source:     $(basename "$XZTAR")"
+	echo "xz source:     $(basename "$XZTAR") + $(basename "${XZDEB:-none}")"
 	echo "tzdata:        $(basename "$TZDEB")"
 	echo "build python:  $("$BUILDPY" -c 'import sys; print(sys.version.split()[0])') ($(dpkg-query -W -f='${Version}' python3.11-minimal))"
 	echo "clang: $(clang-19 --version | head -n1)"
