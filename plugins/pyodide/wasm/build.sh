@@ -33,10 +33,10 @@
 # in seconds instead of compiled in ~2 minutes.
 #
 # sqlite3 is not built: bookworm's SQLite 3.40 predates SQLite's WASI support
-# (3.41): its unix VFS needs POSIX fcntl locks, mmap and fchown, which
-# wasi-libc lacks, so it would need our own port of os_unix.c, and Debian's
-# source has no amalgamation (generating one needs tcl and native lemon and
-# mkkeywordhash builds, then a ~9 MB C file to compile for wasm).
+# (3.41). Its unix VFS needs POSIX fcntl locks and fchown, which wasi-libc
+# lacks, and mmap, which it only emulates, so it would need our own port of
+# os_unix.c; and Debian's source has no amalgamation (generating one needs tcl
+# and native builds of lemon and mkkeywordhash before it is compiled).
 #
 # Reproducible: configure is run by relative path and -ffile-prefix-map hides
 # the scratch directory from __FILE__ strings; clang honours
@@ -288,7 +288,7 @@ BUILDPY=/usr/bin/python3.11
 	die "$BUILDPY is not a usable Python 3.11"
 
 # ---------------------------------------------------------------- python.wasm
-log "CPython for wasm32-wasi (configure ~1 min, make ~3 min on 2 idle cores)"
+log "CPython for wasm32-wasi (configure, then make: most of the build)"
 SITE=$W/config.site-wasm32-wasi
 cp "$SRC/Tools/wasm/config.site-wasm32-wasi" "$SITE"
 cat >>"$SITE" <<'EOF'
@@ -324,7 +324,20 @@ log "building the stdlib zip (sources, pycs, tzdata)"
 SYSCONFIGDATA=$(ls "$W"/wasi/build/lib.*/_sysconfigdata_*.py 2>/dev/null | head -n1 || true)
 if [[ -n $SYSCONFIGDATA ]]; then
 	# It records the build's absolute paths; make them independent of $W.
-	sed "s#$W#/rlm-build#g" "$SYSCONFIGDATA" >"$W/$(basename "$SYSCONFIGDATA")"
+	# Substituted in the values and printed again, as sysconfig does: pprint
+	# wraps lines by length, so a sed over the file would still depend on $W.
+	"$BUILDPY" - "$SYSCONFIGDATA" "$W" "$W/$(basename "$SYSCONFIGDATA")" <<'PYEOF'
+import pprint, sys
+src, w, out = sys.argv[1:4]
+ns = {}
+with open(src) as f:
+    exec(f.read(), ns)
+v = {k: x.replace(w, "/rlm-build") if isinstance(x, str) else x for k, x in ns["build_time_vars"].items()}
+with open(out, "w") as f:
+    f.write("# system configuration generated and used by the sysconfig module\n")
+    f.write("build_time_vars = ")
+    pprint.pprint(v, stream=f)
+PYEOF
 	SYSCONFIGDATA=$W/$(basename "$SYSCONFIGDATA")
 fi
 TZVERSION=$(basename "$TZDEB" | sed -E 's/^tzdata_([0-9]+[a-z]+).*/\1/')
