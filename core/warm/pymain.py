@@ -87,3 +87,41 @@ def run_main(argv, env):
         traceback.print_exception(type(e), e, e.__traceback__.tb_next)
         code = 1
     return finish(code)
+
+
+def open_channel(max_bytes, max_fds):
+    """Set up the request channel both fork servers read, as the globals
+    sock, wake_r and wake_w: a SOCK_SEQPACKET socket on fd 3 (one JSON
+    message a request, descriptors attached with SCM_RIGHTS, max_bytes and
+    max_fds at most), and a self-pipe that wakes select when a child exits.
+    SIGINT is the host's to send to children, never to the server."""
+    global sock, wake_r, wake_w, _max_bytes, _max_fds
+    import socket
+
+    sock = socket.socket(fileno=3)
+    os.set_inheritable(3, False)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _max_bytes, _max_fds = max_bytes, max_fds
+
+
+def send(obj):
+    import json
+
+    sock.send(json.dumps(obj).encode())
+
+
+def recv():
+    """One request: its bytes and the descriptors that came with it."""
+    import array
+    import socket
+
+    fds = array.array("i")
+    msg, anc, _, _ = sock.recvmsg(_max_bytes, socket.CMSG_LEN(_max_fds * fds.itemsize))
+    for level, typ, data in anc:
+        if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    return msg, list(fds)

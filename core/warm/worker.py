@@ -25,7 +25,6 @@
 # the child and the collector, which exit), so none of it can linger in the
 # memory the next request's child inherits. It makes itself non-dumpable,
 # so /proc/1/mem is closed to the programs it runs.
-import array
 import ctypes
 import json
 import resource
@@ -43,26 +42,7 @@ libc = ctypes.CDLL(None, use_errno=True)
 if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
     raise SystemExit("rlm warm worker: prctl(PR_SET_DUMPABLE) failed")
 
-sock = socket.socket(fileno=3)
-os.set_inheritable(3, False)
-wake_r, wake_w = os.pipe()
-os.set_blocking(wake_w, False)
-signal.set_wakeup_fd(wake_w)
-signal.signal(signal.SIGCHLD, lambda *_: None)
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def send(obj):
-    sock.send(json.dumps(obj).encode())
-
-
-def recv():
-    fds = array.array("i")
-    msg, anc, _, _ = sock.recvmsg(1 << 16, socket.CMSG_LEN(4 * fds.itemsize))
-    for level, typ, data in anc:
-        if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
-            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
-    return msg, list(fds)
+open_channel(1 << 16, 4)
 
 
 def read_exact(s, n):

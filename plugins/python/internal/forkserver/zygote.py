@@ -8,34 +8,13 @@
 # Only small standard modules are imported here: whatever this process
 # imports, every child inherits already imported. core/warm's pymain.py
 # (run_main: the script semantics) is prepended to this file at start.
-import array
 import json
 import os
 import select
 import signal
-import socket
 import sys
 
-sock = socket.socket(fileno=3)
-os.set_inheritable(3, False)
-wake_r, wake_w = os.pipe()
-os.set_blocking(wake_w, False)
-signal.set_wakeup_fd(wake_w)
-signal.signal(signal.SIGCHLD, lambda *_: None)
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def send(obj):
-    sock.send(json.dumps(obj).encode())
-
-
-def recv():
-    fds = array.array("i")
-    msg, anc, _, _ = sock.recvmsg(1 << 20, socket.CMSG_LEN(3 * fds.itemsize))
-    for level, typ, data in anc:
-        if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
-            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
-    return msg, list(fds)
+open_channel(1 << 20, 3)
 
 
 def child(req, fds):
