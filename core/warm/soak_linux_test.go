@@ -61,11 +61,10 @@ func TestSoak(t *testing.T) {
 	before := started.Load()
 	node, _ := exec.LookPath("node")
 	type outcome struct {
-		kind  soakKind
-		mode  Mode
-		lang  string
-		res   *pb.Result
-		tries int
+		kind soakKind
+		mode Mode
+		lang string
+		res  *pb.Result
 	}
 	results := make([]outcome, n)
 	var next sync.Mutex
