@@ -28,11 +28,13 @@
 package pyodide
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -119,11 +121,11 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	stdlibZip, stdlibSource, err := loadStdlib(opts.StdlibPath, opts.WasmPath)
+	stdlibZip, stdlibSize, stdlibSource, err := loadStdlib(opts.StdlibPath, opts.WasmPath)
 	if err != nil {
 		return nil, err
 	}
-	stdlib, err := memfs.NewZip(stdlibZip)
+	stdlib, err := memfs.NewZipAt(stdlibZip, stdlibSize)
 	if err != nil {
 		return nil, fmt.Errorf("pyodide: %s is unreadable: %w; rebuild it with %s", stdlibSource, err, BuildCommand)
 	}
@@ -228,25 +230,25 @@ func loadWasm(path string) ([]byte, string, error) {
 	return b, path, nil
 }
 
-func loadStdlib(path, wasmPath string) ([]byte, string, error) {
+func loadStdlib(path, wasmPath string) (io.ReaderAt, int64, string, error) {
 	if path == "" && wasmPath != "" {
 		path = filepath.Join(filepath.Dir(wasmPath), "python311.zip")
 	}
 	if path == "" {
-		b, err := embeddedAsset("python311.zip")
+		r, size, err := embeddedReaderAt("python311.zip")
 		if err != nil {
-			return nil, "", fmt.Errorf("pyodide: this binary has no embedded python311.zip: build it with %s and rebuild: %w", BuildCommand, err)
+			return nil, 0, "", fmt.Errorf("pyodide: this binary has no embedded python311.zip: build it with %s and rebuild: %w", BuildCommand, err)
 		}
-		return b, "embedded python311.zip", nil
+		return r, size, "embedded python311.zip", nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, "", fmt.Errorf("pyodide: standard library zip not found at %s: build it with %s: %w", path, BuildCommand, err)
+			return nil, 0, "", fmt.Errorf("pyodide: standard library zip not found at %s: build it with %s: %w", path, BuildCommand, err)
 		}
-		return nil, "", fmt.Errorf("pyodide: reading the standard library: %w", err)
+		return nil, 0, "", fmt.Errorf("pyodide: reading the standard library: %w", err)
 	}
-	return b, path, nil
+	return bytes.NewReader(b), int64(len(b)), path, nil
 }
 
 // instrumentVersion changes whenever internal/fuel changes its output, so a

@@ -105,11 +105,18 @@ type Zip struct{ r *zip.Reader }
 
 // NewZip opens the archive b.
 func NewZip(b []byte) (*Zip, error) {
-	r, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	return NewZipAt(bytes.NewReader(b), int64(len(b)))
+}
+
+// NewZipAt opens the archive of size bytes that r reads. Only the central
+// directory is read now; a file is read when the guest opens it. r must allow
+// concurrent ReadAt calls.
+func NewZipAt(r io.ReaderAt, size int64) (*Zip, error) {
+	zr, err := zip.NewReader(r, size)
 	if err != nil {
 		return nil, err
 	}
-	return &Zip{r: r}, nil
+	return &Zip{r: zr}, nil
 }
 
 // Open implements fs.FS.
