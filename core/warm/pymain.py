@@ -125,3 +125,29 @@ def recv():
         if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
             fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
     return msg, list(fds)
+
+
+def serve(reap, handle):
+    """The fork servers' loop: say ready, then call reap() whenever a child
+    has exited and handle(request, fds) for each request, until the host
+    closes its end of the channel (see open_channel)."""
+    import json
+    import select
+
+    send({"ready": True})
+    while True:
+        try:
+            r, _, _ = select.select([sock, wake_r], [], [])
+        except InterruptedError:
+            continue
+        if wake_r in r:
+            try:
+                os.read(wake_r, 4096)
+            except BlockingIOError:
+                pass
+            reap()
+        if sock in r:
+            msg, fds = recv()
+            if not msg:
+                return  # the host closed its end: exit
+            handle(json.loads(msg), fds)

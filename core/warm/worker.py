@@ -28,7 +28,6 @@
 import ctypes
 import json
 import resource
-import select
 import socket
 import struct
 import time
@@ -268,46 +267,29 @@ def reap():
         reaped(pid, status, ru)
 
 
-def main():
+def handle(req, fds):
     global cur
-    send({"ready": True})
-    while True:
-        try:
-            r, _, _ = select.select([sock, wake_r], [], [])
-        except InterruptedError:
-            continue
-        if wake_r in r:
-            try:
-                os.read(wake_r, 4096)
-            except BlockingIOError:
-                pass
-            reap()
-        if sock in r:
-            msg, fds = recv()
-            if not msg:
-                return  # the host closed its end: exit
-            req = json.loads(msg)
-            if "finish" in req:
-                if cur is None or req["id"] != cur["id"]:
-                    continue
-                if req["collect"]:
-                    pid = os.fork()
-                    if pid == 0:
-                        collector(cur["rq"])
-                    cur["collector"] = pid
-                else:
-                    reset()
-                continue
-            if cur is not None or len(fds) != 4:
-                for fd in fds:
-                    os.close(fd)
-                continue
+    if "finish" in req:
+        if cur is None or req["id"] != cur["id"]:
+            return
+        if req["collect"]:
             pid = os.fork()
             if pid == 0:
-                child(req["mode"], fds)
-            for fd in fds[:3]:
-                os.close(fd)
-            cur = {"id": req["id"], "pid": pid, "rq": fds[3]}
+                collector(cur["rq"])
+            cur["collector"] = pid
+        else:
+            reset()
+        return
+    if cur is not None or len(fds) != 4:
+        for fd in fds:
+            os.close(fd)
+        return
+    pid = os.fork()
+    if pid == 0:
+        child(req["mode"], fds)
+    for fd in fds[:3]:
+        os.close(fd)
+    cur = {"id": req["id"], "pid": pid, "rq": fds[3]}
 
 
-main()
+serve(reap, handle)

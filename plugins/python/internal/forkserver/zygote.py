@@ -10,7 +10,6 @@
 # (run_main: the script semantics) is prepended to this file at start.
 import json
 import os
-import select
 import signal
 import sys
 
@@ -52,30 +51,13 @@ def reap():
         send({"pid": pid, "status": status})
 
 
-def main():
-    send({"ready": True})
-    while True:
-        try:
-            r, _, _ = select.select([sock, wake_r], [], [])
-        except InterruptedError:
-            continue
-        if wake_r in r:
-            try:
-                os.read(wake_r, 4096)
-            except BlockingIOError:
-                pass
-            reap()
-        if sock in r:
-            msg, fds = recv()
-            if not msg:
-                return  # the plugin closed its end: exit
-            req = json.loads(msg)
-            pid = os.fork()
-            if pid == 0:
-                child(req, fds)
-            for fd in fds:
-                os.close(fd)
-            send({"id": req["id"], "pid": pid})
+def handle(req, fds):
+    pid = os.fork()
+    if pid == 0:
+        child(req, fds)
+    for fd in fds:
+        os.close(fd)
+    send({"id": req["id"], "pid": pid})
 
 
-main()
+serve(reap, handle)
