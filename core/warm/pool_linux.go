@@ -180,6 +180,7 @@ func (p *Pool) Close() {
 	for _, sb := range all {
 		sb.kill(errors.New("pool closed"))
 		_ = sb.cmd.Cleanup()
+		_ = os.RemoveAll(sb.dir) // kill's own release runs in the background
 	}
 	p.mu.Lock()
 	for p.total > 0 {

@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/rlmkit/rlm/core/isolate"
+	"github.com/rlmkit/rlm/core/proctree"
 )
 
 // startTimeout bounds a sandbox's start (bwrap, the interpreter, the
@@ -44,9 +47,33 @@ type message struct {
 	Error     string `json:"error"`
 }
 
+// dirPrefix names a sandbox's (empty) host directory, rlm-warm-PID-*: the
+// owner's pid lets the next process remove one whose owner died before its
+// cleanup (a SIGKILLed plugin, or one that exited while a sandbox it had
+// just killed was still being released).
+const dirPrefix = "rlm-warm-"
+
+var sweepOnce sync.Once
+
+// sweepStaleDirs removes the sandbox directories of dead owners, once per
+// process. They hold nothing (a sandbox works in its own tmpfs), so plain
+// removal is safe; a non-empty one is left alone.
+func sweepStaleDirs() {
+	sweepOnce.Do(func() {
+		ents, _ := os.ReadDir(os.TempDir())
+		for _, e := range ents {
+			var pid int
+			if n, _ := fmt.Sscanf(e.Name(), dirPrefix+"%d-", &pid); n == 1 && e.IsDir() && pid != os.Getpid() && !proctree.Alive(pid) {
+				_ = os.Remove(filepath.Join(os.TempDir(), e.Name()))
+			}
+		}
+	})
+}
+
 // startSandbox builds a sandbox for cfg and waits for its worker.
 func startSandbox(cfg Config) (*sandbox, error) {
-	dir, err := os.MkdirTemp("", "rlm-warm-")
+	sweepStaleDirs()
+	dir, err := os.MkdirTemp("", dirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, err
 	}
