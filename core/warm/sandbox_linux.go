@@ -56,15 +56,18 @@ const dirPrefix = "rlm-warm-"
 var sweepOnce sync.Once
 
 // sweepStaleDirs removes the sandbox directories of dead owners, once per
-// process. They hold nothing (a sandbox works in its own tmpfs), so plain
-// removal is safe; a non-empty one is left alone.
+// process. They are plain directories (a sandbox works in its own tmpfs;
+// what isolate copies back when it ends is regular files and directories),
+// never removed while anything is mounted below.
 func sweepStaleDirs() {
 	sweepOnce.Do(func() {
 		ents, _ := os.ReadDir(os.TempDir())
 		for _, e := range ents {
 			var pid int
 			if n, _ := fmt.Sscanf(e.Name(), dirPrefix+"%d-", &pid); n == 1 && e.IsDir() && pid != os.Getpid() && !proctree.Alive(pid) {
-				_ = os.Remove(filepath.Join(os.TempDir(), e.Name()))
+				if d := filepath.Join(os.TempDir(), e.Name()); !isolate.HasMountsBelow(d) {
+					_ = os.RemoveAll(d)
+				}
 			}
 		}
 	})
