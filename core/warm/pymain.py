@@ -151,3 +151,13 @@ def serve(reap, handle):
             if not msg:
                 return  # the host closed its end: exit
             handle(json.loads(msg), fds)
+
+
+def child_failed(who, e):
+    """Report a failure of the fork server's own code in a forked child (not
+    the program's: run_main reports those) on its stderr; the exit status."""
+    try:
+        os.write(2, ("%s: %s: %s\n" % (who, type(e).__name__, e)).encode())
+    except OSError:
+        pass
+    return 1

@@ -107,12 +107,8 @@ def child(mode, fds):
                 os.write(2, ("rlm: cannot run %s: %s\n" % (argv[0], e.strerror)).encode())
                 os._exit(127)
         code = run_main(argv[1:], env)
-    except BaseException as e:
-        try:
-            os.write(2, ("rlm warm worker: %s: %s\n" % (type(e).__name__, e)).encode())
-        except OSError:
-            pass
-        code = 1
+    except BaseException as e:  # a failure of the fork server itself
+        code = child_failed("rlm warm worker", e)
     os._exit(code)
 
 

@@ -32,11 +32,7 @@ def child(req, fds):
         os.chdir(req["dir"])
         code = run_main(req["argv"], req["env"])
     except BaseException as e:  # a failure of the fork server itself
-        try:
-            os.write(2, ("rlm fork server: %s: %s\n" % (type(e).__name__, e)).encode())
-        except OSError:
-            pass
-        code = 1
+        code = child_failed("rlm fork server", e)
     os._exit(code)
 
 
