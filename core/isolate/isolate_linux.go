@@ -30,8 +30,9 @@ var (
 )
 
 // Available returns nil when level can be used here, or an error that names
-// what is missing and how to get it. The result of the (real, ~5 ms) probe
-// run for LevelNamespace is cached for the life of the process.
+// what is missing and how to get it. The result of the real probe run for
+// LevelNamespace is cached for the life of the process, and a pass also on
+// disk (probecache_linux.go).
 func Available(level Level) error {
 	switch level {
 	case LevelNone:
@@ -76,14 +77,24 @@ func namespaceAvailable() error {
 	if _, err := seccompProgram(); err != nil {
 		return err
 	}
+	setpriv := ""
 	if os.Geteuid() == 0 {
-		if _, err := setprivPath(); err != nil {
+		p, err := setprivPath()
+		if err != nil {
 			return err
 		}
+		setpriv = p
 	}
 	bw, err := bwrapPath()
 	if err != nil {
 		return err
+	}
+	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
+		return errors.New("user namespaces are disabled (user.max_user_namespaces = 0): enable them with sysctl -w user.max_user_namespaces=15000, or use isolation = \"process\"")
+	}
+	marker := namespaceProbeFile(bw, setpriv)
+	if probePassed(marker) {
+		return nil
 	}
 	out, err := exec.Command(bw, "--version").Output()
 	if err != nil {
@@ -91,9 +102,6 @@ func namespaceAvailable() error {
 	}
 	if v := strings.TrimSpace(strings.TrimPrefix(string(out), "bubblewrap")); versionLess(v, "0.8.0") {
 		return fmt.Errorf("bubblewrap %s is too old: isolation \"namespace\" needs 0.8.0 or newer (--disable-userns, --size); upgrade bubblewrap or use isolation = \"process\"", v)
-	}
-	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
-		return errors.New("user namespaces are disabled (user.max_user_namespaces = 0): enable them with sysctl -w user.max_user_namespaces=15000, or use isolation = \"process\"")
 	}
 	dir, err := os.MkdirTemp("", "rlm-isolate-probe-")
 	if err != nil {
@@ -113,6 +121,7 @@ func namespaceAvailable() error {
 		}
 		return fmt.Errorf("bubblewrap cannot start a sandbox here: %s%s; use isolation = \"process\" until this is fixed", msg, hint)
 	}
+	rememberProbe(marker)
 	return nil
 }
 
