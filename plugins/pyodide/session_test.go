@@ -114,7 +114,7 @@ func TestSessionCallbacks(t *testing.T) {
 		t.Fatalf("value = %q", res.Value)
 	}
 	res = cell(t, s, CellSpec{Code: "llm_query('fail')"})
-	if res.Success || !strings.Contains(res.Error, "LLMQueryError: llm_query failed: model unavailable") {
+	if res.Success || !strings.Contains(res.Error, "LLMQueryError: model unavailable") {
 		dump(t, res)
 		t.Fatal("callback error not raised in the guest")
 	}
