@@ -50,11 +50,6 @@ func TestSessionKeepsState(t *testing.T) {
 		dump(t, res)
 		t.Fatalf("value = %q", res.Value)
 	}
-	res = cell(t, s, CellSpec{Code: "chunk_text('abcdefgh', 4, 1), [m['start'] for m in search_context('t', window=1)]"})
-	if res.Value != "(['abcd', 'defg', 'gh'], [0, 7, 10])" {
-		dump(t, res)
-		t.Fatalf("helpers value = %q", res.Value)
-	}
 	res = cell(t, s, CellSpec{Code: "sorted(SHOW_VARS())"})
 	if res.Value != "['context', 'x']" {
 		dump(t, res)

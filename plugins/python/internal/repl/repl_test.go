@@ -810,32 +810,6 @@ func TestTimeoutDuringCallbackCancelsIt(t *testing.T) {
 	}
 }
 
-func TestHelpers(t *testing.T) {
-	p := start(t, Config{Context: &proto.Context{Data: []byte("alpha beta gamma beta delta"), Kind: "text"}})
-	res := ok(t, p, `print(chunk_text("abcdefghij", size=4, overlap=1))
-print(chunk_text("", 4, 1), chunk_text("abc", 4, 1))
-for bad in [(4, 4), (0, 0), (4, -1)]:
-    try:
-        chunk_text("x", *bad)
-    except ValueError as e:
-        print("ValueError")
-r = search_context(r"beta", window=3)
-print([(m["match"], m["start"], m["end"], m["snippet"]) for m in r])
-print(len(search_context("zzz")), len(search_context("a", max_results=2)))
-mine = [1]
-v = SHOW_VARS()`)
-	want := "['abcd', 'defg', 'ghij']\n[] ['abc']\nValueError\nValueError\nValueError\n" +
-		"[('beta', 6, 10, 'ha beta ga'), ('beta', 17, 21, 'ma beta de')]\n0 2\ncontext: str\nbad: tuple\nr: list\nmine: list\n"
-	if string(res.Stdout) != want {
-		t.Fatalf("stdout %q\nwant   %q", res.Stdout, want)
-	}
-	// JSON contexts are searched as their JSON text
-	p2 := start(t, Config{Context: &proto.Context{Data: []byte(`{"k": "needle"}`), Kind: "json"}})
-	if res := ok(t, p2, `print(search_context("needle")[0]["start"])`); string(res.Stdout) != "7\n" {
-		t.Fatalf("json search %q", res.Stdout)
-	}
-}
-
 func TestNoAutoPrintAndPickleMain(t *testing.T) {
 	p := start(t, Config{})
 	if res := ok(t, p, "1 + 1"); len(res.Stdout) != 0 {
