@@ -73,6 +73,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rlmkit/rlm/core/capbuf"
 	"github.com/rlmkit/rlm/core/proto"
 )
 
@@ -382,7 +383,7 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 		graceTimer *time.Timer
 		why        proto.EndedBy // set once the cell was interrupted
 		reply      *cellReply
-		outC, errC *capture
+		outC, errC *capbuf.Buffer
 		done       = ctx.Done()
 	)
 	defer func() {
@@ -486,14 +487,14 @@ func interruptMessage(why proto.EndedBy, timeout time.Duration) string {
 	return "cancelled: the cell was interrupted"
 }
 
-func buildResult(outC, errC *capture, start time.Time) *proto.Result {
+func buildResult(outC, errC *capbuf.Buffer, start time.Time) *proto.Result {
 	dur := time.Since(start)
 	res := &proto.Result{DurationMs: dur.Milliseconds(), DurationUs: dur.Microseconds()}
 	if outC != nil {
-		res.Stdout, res.StdoutOmitted = outC.bytes()
+		res.Stdout, res.StdoutOmitted = outC.Bytes(), outC.Omitted()
 	}
 	if errC != nil {
-		res.Stderr, res.StderrOmitted = errC.bytes()
+		res.Stderr, res.StderrOmitted = errC.Bytes(), errC.Omitted()
 	}
 	return res
 }

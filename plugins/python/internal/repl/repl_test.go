@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rlmkit/rlm/core/capbuf"
 	"github.com/rlmkit/rlm/core/proto"
 	"golang.org/x/sys/unix"
 )
@@ -692,7 +693,7 @@ func TestOutputCap(t *testing.T) {
 	if res.StdoutOmitted != total-1000 {
 		t.Fatalf("omitted %d want %d", res.StdoutOmitted, total-1000)
 	}
-	notice := omissionNotice(total - 1000)
+	notice := capbuf.Notice(total - 1000)
 	if len(res.Stdout) != 1000+len(notice) || !bytes.HasPrefix(res.Stdout, bytes.Repeat([]byte("A"), 100)) ||
 		!bytes.HasSuffix(res.Stdout, bytes.Repeat([]byte("Z"), 100)) || !bytes.Contains(res.Stdout, []byte(notice)) {
 		t.Fatalf("stdout %d bytes: %q...", len(res.Stdout), res.Stdout[:120])
@@ -703,24 +704,6 @@ func TestOutputCap(t *testing.T) {
 	// under the cap: untouched
 	if res := ok(t, p, "print('x' * 998)"); res.StdoutOmitted != 0 || len(res.Stdout) != 999 {
 		t.Fatalf("small output %d %d", len(res.Stdout), res.StdoutOmitted)
-	}
-}
-
-func TestCaptureUnits(t *testing.T) {
-	c := newCapture(10)
-	for _, s := range []string{"0123", "456789ab", "cdefghij", "k"} {
-		c.write([]byte(s))
-	}
-	got, om := c.bytes()
-	if want := "01234" + omissionNotice(11) + "ghijk"; string(got) != want || om != 11 {
-		t.Fatalf("got %q %d", got, om)
-	}
-	// multi-byte characters are not split at the cut
-	c = newCapture(8)
-	c.write([]byte("aaéé" + strings.Repeat("-", 20) + "ééb"))
-	got, _ = c.bytes()
-	if !strings.HasPrefix(string(got), "aaé\n") || !strings.HasSuffix(string(got), "\néb") {
-		t.Fatalf("utf8 cut: %q", got)
 	}
 }
 
@@ -738,12 +721,12 @@ func TestMarkerSplitAcrossReads(t *testing.T) {
 		s.feed(data[i : i+1])
 	}
 	c := <-s.done
-	if got, _ := c.bytes(); string(got) != "hello \x1e<rlm-cell-" {
+	if got := c.Bytes(); string(got) != "hello \x1e<rlm-cell-" {
 		t.Fatalf("cell output %q", got)
 	}
 	w.Close()
 	<-s.eof
-	if got, _ := s.take().bytes(); string(got) != "next" {
+	if got := s.take().Bytes(); string(got) != "next" {
 		t.Fatalf("after marker %q", got)
 	}
 }
