@@ -53,8 +53,9 @@
 //     of goroutines that exit while locked to them). Close and every hard
 //     kill SIGKILL the group and every process carrying the session's
 //     RLM_REPL_SESSION tag or descending from the interpreter, including
-//     children that left the group with setsid; call BecomeSubreaper once so
-//     such orphans are re-parented to this process and get reaped. Orphans
+//     children that left the group with setsid (core/proctree.KillTree);
+//     call proctree.BecomeSubreaper once so such orphans are re-parented
+//     to this process and get reaped. Orphans
 //     that exit on their own while the session lives are reaped by whoever
 //     reaps this process's children; this package only reaps processes it
 //     killed, so it never steals another exec.Cmd's exit status.

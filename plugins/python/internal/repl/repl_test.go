@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rlmkit/rlm/core/capbuf"
+	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/proto"
 	"golang.org/x/sys/unix"
 )
@@ -35,7 +37,7 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command(py, "-c", "import sys; print(sys.executable)").Output(); err == nil {
 		pythonPath = strings.TrimSpace(string(out))
 	}
-	if err := BecomeSubreaper(); err != nil {
+	if err := proctree.BecomeSubreaper(); err != nil {
 		fmt.Fprintln(os.Stderr, "BecomeSubreaper:", err)
 		os.Exit(1)
 	}
@@ -510,7 +512,7 @@ while True:
 	if string(res.Stdout) != "looping\n" {
 		t.Errorf("stdout %q", res.Stdout)
 	}
-	if p.Pid() == pid || processAlive(pid) {
+	if p.Pid() == pid || proctree.Alive(pid) {
 		t.Fatalf("old driver %d still there (new %d)", pid, p.Pid())
 	}
 	if found, _ := variable(t, p, "before"); found {
@@ -638,7 +640,7 @@ print(a.pid, b.pid)`)
 	others := sleepers(t, "302", "303")
 	pids := append([]int{pa, pb}, others...)
 	for _, pid := range pids {
-		if !processAlive(pid) {
+		if !proctree.Alive(pid) {
 			t.Fatalf("sleeper %d not running", pid)
 		}
 	}
@@ -646,8 +648,8 @@ print(a.pid, b.pid)`)
 		t.Fatal(err)
 	}
 	for _, pid := range pids {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
-			t.Errorf("process %d survived Close: %s", pid, procStat(pid))
+		if st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
+			t.Errorf("process %d survived Close: %s", pid, st)
 		}
 	}
 	if _, err := p.Execute(context.Background(), "pass", 0, nil); !errors.Is(err, ErrClosed) {
@@ -815,20 +817,6 @@ func TestClosedStdoutStillEnds(t *testing.T) {
 
 // --- helpers -------------------------------------------------------------
 
-func processAlive(pid int) bool {
-	st := procStat(pid)
-	return st != "" && st != "Z"
-}
-
-// procStat returns the process state letter ("" when gone).
-func procStat(pid int) string {
-	pi, ok := readStat(pid)
-	if !ok {
-		return ""
-	}
-	return string(pi.state)
-}
-
 // hasChildThreadsSleeping reports whether the driver's main thread is in
 // time.sleep (a timed wait in the kernel, not the pipe read of an idle
 // driver): it polls /proc, not the clock. Python 3.11+ sleeps in
@@ -860,9 +848,10 @@ func sleepers(tb testing.TB, args ...string) []int {
 		want := "sleep\x00" + a + "\x00"
 		var found int
 		waitFor(tb, func() bool {
-			for _, pid := range listPids() {
-				if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil && string(b) == want {
-					found = pid
+			files, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+			for _, f := range files {
+				if b, err := os.ReadFile(f); err == nil && string(b) == want {
+					found, _ = strconv.Atoi(filepath.Base(filepath.Dir(f)))
 					return true
 				}
 			}
