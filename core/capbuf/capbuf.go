@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"unicode/utf8"
 )
 
 // DefaultMax is the per-stream budget when the caller sets none.
@@ -94,15 +95,52 @@ func (b *Buffer) Total() int64 {
 	return b.total
 }
 
-// Omitted is how many bytes were dropped from the middle.
+// Omitted is how many bytes were dropped from the middle, including the
+// pieces of a multi-byte character cut off at either side of the gap.
 func (b *Buffer) Omitted() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.omitted()
+	_, _, om := b.parts()
+	return om
 }
 
-func (b *Buffer) omitted() int64 {
-	return b.total - int64(len(b.head)) - int64(len(b.tail))
+// parts returns the head and the tail (in order) as kept and the number of
+// bytes dropped between them. When something was dropped, the cuts are
+// moved to UTF-8 boundaries: a character split by the gap is dropped whole
+// (at most 3 bytes a side, counted as omitted), so the output stays valid
+// UTF-8 when the stream was.
+func (b *Buffer) parts() (head, tail []byte, omitted int64) {
+	head, tail = b.head, b.tail
+	if b.full && b.pos > 0 {
+		tail = make([]byte, 0, len(b.tail))
+		tail = append(append(tail, b.tail[b.pos:]...), b.tail[:b.pos]...)
+	}
+	if b.total == int64(len(head)+len(tail)) {
+		return head, tail, 0
+	}
+	head = head[:len(head)-partialRune(head)]
+	for i := 0; i < utf8.UTFMax-1 && len(tail) > 0 && !utf8.RuneStart(tail[0]); i++ {
+		tail = tail[1:]
+	}
+	return head, tail, b.total - int64(len(head)+len(tail))
+}
+
+// partialRune is the length of an incomplete character at the end of p:
+// a start byte of a multi-byte character missing its last bytes.
+func partialRune(p []byte) int {
+	for i := 1; i < utf8.UTFMax && i <= len(p); i++ {
+		c := p[len(p)-i]
+		if c < utf8.RuneSelf {
+			return 0
+		}
+		if utf8.RuneStart(c) {
+			if utf8.FullRune(p[len(p)-i:]) {
+				return 0
+			}
+			return i
+		}
+	}
+	return 0
 }
 
 // Notice is the line put where the middle of the output was cut.
@@ -122,16 +160,11 @@ func (b *Buffer) Kept() []byte { return b.bytes(false) }
 func (b *Buffer) bytes(notice bool) []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]byte, 0, len(b.head)+len(b.tail)+40)
-	out = append(out, b.head...)
-	if om := b.omitted(); om > 0 && notice {
+	head, tail, om := b.parts()
+	out := make([]byte, 0, len(head)+len(tail)+40)
+	out = append(out, head...)
+	if om > 0 && notice {
 		out = append(out, Notice(om)...)
 	}
-	if b.full {
-		out = append(out, b.tail[b.pos:]...)
-		out = append(out, b.tail[:b.pos]...)
-	} else {
-		out = append(out, b.tail...)
-	}
-	return out
+	return append(out, tail...)
 }

@@ -3,7 +3,9 @@ package capbuf
 import (
 	"bytes"
 	"math/rand"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // reference computes what Buffer must return, the slow obvious way.
@@ -88,5 +90,75 @@ func TestNegativeKeepsEverything(t *testing.T) {
 	}
 	if New(0).max != DefaultMax {
 		t.Fatal("0 is not DefaultMax")
+	}
+}
+
+// A cut never splits a multi-byte character: the piece of one that the gap
+// would leave at either side is dropped with the middle and counted.
+func TestCutsAtUTF8Boundaries(t *testing.T) {
+	b := New(8) // head 4 bytes, tail 4
+	b.Write([]byte("aaéé" + strings.Repeat("-", 20) + "ééb"))
+	if got, want := string(b.Kept()), "aaé"+"éb"; got != want {
+		t.Fatalf("Kept %q want %q", got, want)
+	}
+	if om := b.Omitted(); om != int64(len("aaéé"+strings.Repeat("-", 20)+"ééb")-len("aaééb")) {
+		t.Fatalf("omitted %d", om)
+	}
+	if got, want := string(b.Bytes()), "aaé"+Notice(b.Omitted())+"éb"; got != want {
+		t.Fatalf("Bytes %q want %q", got, want)
+	}
+
+	// Output that fits is never touched, even when it ends mid-character.
+	b = New(8)
+	b.Write([]byte("abcdefg\xc3"))
+	if got := b.Bytes(); string(got) != "abcdefg\xc3" || b.Omitted() != 0 {
+		t.Fatalf("fitting output changed: %q", got)
+	}
+}
+
+func TestUTF8CutMatchesReference(t *testing.T) {
+	runes := []string{"a", "é", "✓", "𝄞"} // 1 to 4 bytes
+	rng := rand.New(rand.NewSource(2))
+	for trial := 0; trial < 500; trial++ {
+		max := 1 + rng.Intn(40)
+		b := New(int64(max))
+		var all []byte
+		for w := rng.Intn(10); w > 0; w-- {
+			var p []byte
+			for n := rng.Intn(2 * max); n > 0; n-- {
+				p = append(p, runes[rng.Intn(len(runes))]...)
+			}
+			// write in random pieces, splitting characters between writes
+			for len(p) > 0 {
+				k := 1 + rng.Intn(len(p))
+				b.Write(p[:k])
+				all, p = append(all, p[:k]...), p[k:]
+			}
+		}
+		kept, om := b.Kept(), b.Omitted()
+		if !utf8.Valid(kept) || !utf8.Valid(b.Bytes()) {
+			t.Fatalf("max=%d: invalid UTF-8 %q from %q", max, kept, all)
+		}
+		if len(all) <= max {
+			if !bytes.Equal(kept, all) || om != 0 {
+				t.Fatalf("max=%d: fitting output changed: %q", max, kept)
+			}
+			continue
+		}
+		// head: the longest whole-character prefix of the head budget, tail
+		// likewise; each loses at most 3 bytes to the cut
+		hm, tm := max-max/2, max/2
+		head := all[:hm]
+		for !utf8.Valid(head) {
+			head = head[:len(head)-1]
+		}
+		tail := all[len(all)-tm:]
+		for !utf8.Valid(tail) {
+			tail = tail[1:]
+		}
+		want := append(append([]byte{}, head...), tail...)
+		if !bytes.Equal(kept, want) || om != int64(len(all)-len(want)) {
+			t.Fatalf("max=%d: Kept %q omitted %d, want %q %d (all %q)", max, kept, om, want, len(all)-len(want), all)
+		}
 	}
 }

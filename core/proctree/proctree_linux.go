@@ -39,8 +39,8 @@ func Children() map[int]byte {
 			ok = true
 			for _, f := range bytes.Fields(b) {
 				if pid, err := strconv.Atoi(string(f)); err == nil {
-					if _, state, found := stat(pid); found {
-						out[pid] = state
+					if st, found := stat(pid); found {
+						out[pid] = st.state
 					}
 				}
 			}
@@ -50,18 +50,24 @@ func Children() map[int]byte {
 		}
 	}
 	self := os.Getpid()
+	for _, pid := range pids() {
+		if st, ok := stat(pid); ok && st.ppid == self {
+			out[pid] = st.state
+		}
+	}
+	return out
+}
+
+// pids lists every process in /proc.
+func pids() []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return out
+		return nil
 	}
+	out := make([]int, 0, len(ents))
 	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		ppid, state, ok := stat(pid)
-		if ok && ppid == self {
-			out[pid] = state
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, pid)
 		}
 	}
 	return out
@@ -79,27 +85,34 @@ func Alive(pid int) bool {
 	if err := syscall.Kill(pid, 0); err != nil && err != syscall.EPERM {
 		return false
 	}
-	_, state, ok := stat(pid)
-	return ok && state != 'Z' && state != 'X'
+	st, ok := stat(pid)
+	return ok && st.state != 'Z' && st.state != 'X'
 }
 
-// stat reads ppid and state from /proc/PID/stat; the command name may hold
-// spaces and parentheses, so parse after the last ')'.
-func stat(pid int) (ppid int, state byte, ok bool) {
+// procStat is what rlm reads of /proc/PID/stat.
+type procStat struct {
+	ppid, pgid int
+	state      byte // R, S, Z, ...
+}
+
+// stat reads /proc/PID/stat; the command name may hold spaces and
+// parentheses, so parse after the last ')'.
+func stat(pid int) (procStat, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, 0, false
+		return procStat{}, false
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+4 >= len(b) {
-		return 0, 0, false
+		return procStat{}, false
 	}
 	f := bytes.Fields(b[i+1:])
-	if len(f) < 2 {
-		return 0, 0, false
+	if len(f) < 3 {
+		return procStat{}, false
 	}
-	ppid, err = strconv.Atoi(string(f[1]))
-	return ppid, f[0][0], err == nil
+	ppid, err1 := strconv.Atoi(string(f[1]))
+	pgid, err2 := strconv.Atoi(string(f[2]))
+	return procStat{ppid: ppid, pgid: pgid, state: f[0][0]}, err1 == nil && err2 == nil
 }
 
 // KillOrphans kills and reaps every child of this process that is neither

@@ -2,7 +2,10 @@
 
 package proctree
 
-import "syscall"
+import (
+	"syscall"
+	"time"
+)
 
 // SetParentDeathSignal is a no-op where the kernel has no such signal.
 func SetParentDeathSignal(*syscall.SysProcAttr) {}
@@ -30,3 +33,13 @@ func Alive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return pid > 0 && (err == nil || err == syscall.EPERM)
 }
+
+// KillTree kills root's process group only: finding what left it needs
+// Linux's /proc.
+func KillTree(root int, _ string) map[int]bool {
+	KillGroup(root)
+	return nil
+}
+
+// Reap has nothing to wait for outside Linux (KillTree returns no pids).
+func Reap(map[int]bool, time.Duration) {}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 // Configure is a no-op on Windows; job objects would be the equivalent.
@@ -34,3 +35,12 @@ func KeepDescriptorsHome() {}
 
 // Alive is always true on Windows, where the sweeps that ask are not used.
 func Alive(int) bool { return true }
+
+// KillTree kills the process only.
+func KillTree(root int, _ string) map[int]bool {
+	KillGroup(root)
+	return nil
+}
+
+// Reap has nothing to wait for on Windows (KillTree returns no pids).
+func Reap(map[int]bool, time.Duration) {}

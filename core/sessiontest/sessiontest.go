@@ -6,6 +6,7 @@ package sessiontest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -76,5 +77,67 @@ print(rlm_query("t3"))`, 0)
 	want := []string{"llm:q1|m", "rlm:t1|<default>", "rlm:t2|piece", "rlm:t3|changed"}
 	if got := r.Calls(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("calls %v want %v", got, want)
+	}
+}
+
+// HelperContext is the context CheckHelpers expects the session to have
+// been opened with: a str with repeated, mixed-case and non-ASCII words.
+const HelperContext = "alpha beta gamma, ünï BETA beta"
+
+// CheckHelpers runs the helpers a cell sees besides the model queries
+// (SHOW_VARS, chunk_text, search_context) in s, a fresh session opened with
+// HelperContext, and checks what they return and which calls they refuse.
+// The cells use ascii() so the check does not depend on the interpreter's
+// stdout encoding. It leaves variables and the session's context as they
+// were, apart from the names its cells define.
+func CheckHelpers(t testing.TB, s core.Session) {
+	t.Helper()
+	for _, c := range []struct{ name, code, want string }{
+		{"SHOW_VARS", // modules, _names and the helpers themselves are left out
+			`mine = [1]
+import json as js
+_hidden = 1
+v = SHOW_VARS()
+print(sorted(v.items()))`,
+			"context: str\nmine: list\n[('context', 'str'), ('mine', 'list')]\n"},
+		{"chunk_text",
+			`print(chunk_text("abcdefghij", size=4, overlap=1))
+print(chunk_text("", 4, 1), chunk_text("abc", 4, 1), chunk_text("abcd", 4, 0))
+print(ascii(chunk_text("héllo wörld ✓", 5, 2)))  # characters, not bytes
+for bad in [(4, 4), (4, 5), (0, 0), (4, -1), (2.5, 0)]:
+    try:
+        chunk_text("x", *bad)
+        print("accepted", bad)
+    except ValueError:
+        print("ValueError")`,
+			"['abcd', 'defg', 'ghij']\n[] ['abc'] ['abcd']\n['h\\xe9llo', 'lo w\\xf6', 'w\\xf6rld', 'ld \\u2713']\n" +
+				strings.Repeat("ValueError\n", 5)},
+		{"search_context",
+			`import re
+r = search_context(r"beta", window=3)
+print([(m["match"], m["start"], m["end"], m["snippet"], m["snippet_start"]) for m in r])
+print([m["start"] for m in search_context("beta", flags=re.I)])
+print(ascii(search_context("ünï", window=2)[0]["snippet"]), search_context("ünï", window=0)[0]["snippet"] == "ünï")
+print(len(search_context("zzz")), len(search_context("beta", max_results=1)), len(search_context("beta", max_results=0)))
+for bad in [{"window": -1}, {"max_results": -1}]:
+    try:
+        search_context("beta", **bad)
+        print("accepted", bad)
+    except ValueError:
+        print("ValueError")
+_saved, context = context, {"k": "ü"}  # a JSON context: searched as its unescaped JSON text
+print(search_context("ü")[0]["start"])
+context = _saved
+del _saved`,
+			"[('beta', 6, 10, 'ha beta ga', 3), ('beta', 27, 31, 'TA beta', 24)]\n[6, 22, 27]\n" +
+				"', \\xfcn\\xef B' True\n0 1 0\nValueError\nValueError\n7\n"},
+	} {
+		res, err := s.Execute(context.Background(), c.code, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if res.Stdout != c.want || res.Error != "" {
+			t.Errorf("%s:\nstdout %q\nwant   %q\nerror %q stderr %q", c.name, res.Stdout, c.want, res.Error, res.Stderr)
+		}
 	}
 }

@@ -125,6 +125,19 @@ func TestPluginSession(t *testing.T) {
 	}
 }
 
+// The helpers a cell sees behave as sessiontest holds every Python to,
+// the native one included.
+func TestPluginHelpers(t *testing.T) {
+	s, err := launch(t).OpenSession(context.Background(), core.SessionOptions{
+		Context: &core.Context{Data: []byte(sessiontest.HelperContext), Kind: "text"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sessiontest.CheckHelpers(t, s)
+}
+
 // Fuel, time and cancel stop a cell; the next cell runs in a fresh
 // interpreter with the same context, and the result says state was lost.
 func TestPluginSessionLimits(t *testing.T) {

@@ -123,6 +123,13 @@ func TestBridgesReachGo(t *testing.T) {
 	sessiontest.CheckBridges(t, s, &rec)
 }
 
+// The helpers a cell sees behave as sessiontest holds every Python to.
+func TestHelpers(t *testing.T) {
+	sessiontest.CheckHelpers(t, open(t, launch(t), core.SessionOptions{
+		Context: &core.Context{Data: []byte(sessiontest.HelperContext)},
+	}))
+}
+
 func TestBatchedQueriesRunConcurrently(t *testing.T) {
 	const n, delay = 8, 300 * time.Millisecond
 	s := open(t, launch(t), core.SessionOptions{Bridges: core.Bridges{

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rlmkit/rlm/core/capbuf"
 	"github.com/rlmkit/rlm/plugins/internal/pycell"
 )
 
@@ -298,7 +299,7 @@ func (d *inst) kill() {
 
 // drain waits, bounded, for both output pipes to reach EOF (after the
 // driver died or was killed) and returns what they hold.
-func (d *inst) drain(limit time.Duration) (out, errc *capture) {
+func (d *inst) drain(limit time.Duration) (out, errc *capbuf.Buffer) {
 	t := time.NewTimer(limit)
 	defer t.Stop()
 	for _, s := range []*stream{d.out, d.err} {
@@ -350,8 +351,7 @@ func (d *inst) open(ctx context.Context, c *contextData) (*openResult, error) {
 	fail := func(err error) (*openResult, error) {
 		d.kill()
 		_, e := d.drain(500 * time.Millisecond)
-		b, _ := e.bytes()
-		if s := strings.TrimSpace(string(b)); s != "" {
+		if s := strings.TrimSpace(string(e.Bytes())); s != "" {
 			err = fmt.Errorf("%w\n%s", err, s)
 		}
 		return nil, err

@@ -1,7 +1,7 @@
 # rlm Python REPL driver.
 #
 # Embedded in the Go host (driver.go) and started as
-#   python -c "<bootstrap>" <plugins/internal/pycell/cell.py + this source>
+#   python -c "<bootstrap>" <plugins/internal/pycell (cell.py, helpers.py) + this source>
 # (or from its marshalled code object, see driver.go), so its frames carry
 # the file name <rlm-driver> and can be cut out of user tracebacks.
 # Python 3.8+.
@@ -157,17 +157,16 @@ def _on_sigint(signum, frame):
 
 
 # ---------------------------------------------------------------------------
-# user namespace and helpers
-
-
-class LLMQueryError(RuntimeError):
-    """A model query made through llm_query / rlm_query failed."""
+# user namespace and helpers (plugins/internal/pycell/helpers.py); this
+# driver supplies their transport
 
 
 def _callback(kind, prompts, contexts, has_context, model):
+    """helpers.py's transport: one callback request over the protocol
+    channel, safe from any thread; returns (results, error)."""
     global _in_proto, _pending, _cb_seq
     if os.getpid() != _PID:
-        raise LLMQueryError("%s is not available in a forked child process" % kind)
+        return None, "%s is not available in a forked child process" % kind
     main = _thread.get_ident() == _MAIN_IDENT
     if main:
         _in_proto = True
@@ -194,155 +193,8 @@ def _callback(kind, prompts, contexts, has_context, model):
         raise KeyboardInterrupt
     err = msg.get("error")
     if err is not None:
-        raise LLMQueryError(err.get("message") or "callback failed")
-    results = (msg.get("result") or {}).get("results") or []
-    if len(results) != len(prompts):
-        raise LLMQueryError("%s: expected %d results, got %d" % (kind, len(prompts), len(results)))
-    return results
-
-
-def _as_text(x, what):
-    if isinstance(x, str):
-        return x
-    if isinstance(x, (bytes, bytearray)):
-        return bytes(x).decode("utf-8", "replace")
-    raise TypeError("%s must be a str, not %s" % (what, type(x).__name__))
-
-
-def _ctx_text(ctx):
-    if isinstance(ctx, str):
-        return ctx
-    if isinstance(ctx, (bytes, bytearray)):
-        return bytes(ctx).decode("utf-8", "replace")
-    try:
-        return _dumps(ctx, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(ctx)
-
-
-def _model(model):
-    if model is None:
-        return None
-    return _as_text(model, "model")
-
-
-def llm_query(prompt, model=None):
-    """Ask the session's model one question; returns its answer as a str."""
-    return _callback("llm_query", [_as_text(prompt, "prompt")], None, None, _model(model))[0]
-
-
-def llm_query_batched(prompts, model=None):
-    """Ask several questions in one round trip; the host runs them
-    concurrently. Returns the answers in order."""
-    prompts = [_as_text(p, "prompt") for p in prompts]
-    if not prompts:
-        return []
-    return _callback("llm_query", prompts, None, None, _model(model))
-
-
-def rlm_query(task, ctx=None):
-    """Run a recursive RLM sub-task. ctx defaults to the current `context`."""
-    if ctx is None:
-        ctx = _ns.get("context")
-        if ctx is _opened["context"]:
-            ctx = None
-    has = ctx is not None
-    return _callback(
-        "rlm_query", [_as_text(task, "task")], [_ctx_text(ctx) if has else ""], [has], None
-    )[0]
-
-
-def rlm_query_batched(tasks, ctxs=None):
-    """Run several sub-tasks in one round trip (concurrently on the host).
-    ctxs, when given, must have one entry per task; None entries and a
-    missing ctxs default to the current `context`."""
-    tasks = [_as_text(t, "task") for t in tasks]
-    if not tasks:
-        return []
-    if ctxs is None:
-        ctxs = [None] * len(tasks)
-    else:
-        ctxs = list(ctxs)
-        if len(ctxs) != len(tasks):
-            raise ValueError("rlm_query_batched: %d tasks but %d contexts" % (len(tasks), len(ctxs)))
-    cur = _ns.get("context")
-    texts, has = [], []
-    for c in ctxs:
-        if c is None and cur is not _opened["context"]:
-            c = cur
-        has.append(c is not None)
-        texts.append(_ctx_text(c) if c is not None else "")
-    return _callback("rlm_query", tasks, texts, has, None)
-
-
-def chunk_text(text, size=2000, overlap=200):
-    """Split text into chunks of `size` characters, each sharing `overlap`
-    characters with the previous one. Returns [] for empty text."""
-    if not isinstance(size, int) or size <= 0:
-        raise ValueError("chunk_text: size must be a positive integer")
-    if not isinstance(overlap, int) or overlap < 0 or overlap >= size:
-        raise ValueError("chunk_text: overlap must satisfy 0 <= overlap < size")
-    n = len(text)
-    if n == 0:
-        return []
-    step = size - overlap
-    out = []
-    i = 0
-    while True:
-        out.append(text[i : i + size])
-        if i + size >= n:
-            return out
-        i += step
-
-
-def _context_text():
-    c = _ns.get("context")
-    if c is None:
-        return ""
-    return _ctx_text(c)
-
-
-def search_context(pattern, window=200, flags=0, max_results=None):
-    """Regex search over `context` (a non-str context is searched as its JSON
-    text). Returns a list of dicts: match, start, end, snippet (the match
-    with `window` characters either side), snippet_start."""
-    import re
-
-    if window < 0:
-        raise ValueError("search_context: window must be >= 0")
-    text = _context_text()
-    out = []
-    for m in re.finditer(pattern, text, flags):
-        s, e = m.start(), m.end()
-        lo = max(0, s - window)
-        out.append(
-            {"match": m.group(0), "start": s, "end": e, "snippet": text[lo : e + window], "snippet_start": lo}
-        )
-        if max_results is not None and len(out) >= max_results:
-            break
-    return out
-
-
-_HELPERS = {}
-
-
-def SHOW_VARS():
-    """Print and return the user's variables with their types."""
-    import types
-
-    out = {}
-    for k, v in list(_ns.items()):
-        if k.startswith("_") or (k in _HELPERS and _HELPERS[k] is v):
-            continue
-        if isinstance(v, types.ModuleType):
-            continue
-        out[k] = type(v).__name__
-    if out:
-        for k, t in out.items():
-            print("%s: %s" % (k, t))
-    else:
-        print("(no variables)")
-    return out
+        return None, err.get("message") or ""
+    return (msg.get("result") or {}).get("results"), None
 
 
 # ---------------------------------------------------------------------------
@@ -361,16 +213,7 @@ def _new_namespace():
 
 
 _ns = _new_namespace()
-for _f in (llm_query, llm_query_batched, rlm_query, rlm_query_batched, chunk_text, search_context, SHOW_VARS):
-    _HELPERS[_f.__name__] = _f
-_HELPERS["LLMQueryError"] = LLMQueryError
-_ns.update(_HELPERS)
-_ns["context"] = None
-# The context the host sent. While `context` still is that very object, a
-# sub-query's default context is sent as "the session's own" (has=False), so
-# a 50 MB context does not travel back to the host on every rlm_query.
-_opened = {"context": None}
-del _f
+_rlm_helpers_install(_ns, _callback)
 
 
 def _linecache_all():
@@ -608,8 +451,7 @@ def _open(p):
         text = _read_context(n)
         if (p.get("kind") or "text") == "json":
             text = _loads(text)
-        _ns["context"] = text
-        _opened["context"] = text
+        _rlm_helpers_open(text)
         del text
     v = sys.version_info
     res = {"python": "%d.%d.%d" % (v[0], v[1], v[2]), "pid": _PID}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/plugins/python/internal/repl"
 )
@@ -14,7 +15,7 @@ import (
 // CallbackFunc, and a variable read back as JSON. (Not run: it needs a
 // Python interpreter; the package tests exercise the same calls.)
 func Example() {
-	_ = repl.BecomeSubreaper() // once, in the plugin's main
+	_ = proctree.BecomeSubreaper() // once, in the plugin's main
 
 	ctx := context.Background()
 	p, err := repl.Start(ctx, repl.Config{

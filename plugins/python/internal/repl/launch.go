@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/proto"
 )
 
@@ -43,6 +44,12 @@ type Exit struct {
 	EndedBy proto.EndedBy
 }
 
+// tagEnv names the environment variable that marks every process started by
+// one driver. Children inherit it, including those that left the driver's
+// process group with setsid, so proctree.KillTree finds them when the
+// session ends.
+const tagEnv = "RLM_REPL_SESSION"
+
 // ChildLauncher starts the interpreter as a plain child in its own process
 // group, dying with the host thread that started it (Pdeathsig). Kill
 // SIGKILLs the group and every process carrying the session's tag or
@@ -55,7 +62,7 @@ func ChildLauncher(tag string, rlimits []Rlimit) Launcher {
 		cmd.Dir = dir
 		cmd.Stdout, cmd.Stderr = stdout, stderr
 		cmd.ExtraFiles = extra
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		proctree.Configure(cmd)
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("repl: start %s: %w", argv[0], err)
 		}
@@ -65,7 +72,7 @@ func ChildLauncher(tag string, rlimits []Rlimit) Launcher {
 				lim.Max = lim.Cur
 			}
 			if err := unix.Prlimit(cmd.Process.Pid, rl.Resource, &lim, nil); err != nil {
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				proctree.KillGroup(cmd.Process.Pid)
 				_ = cmd.Wait()
 				return nil, fmt.Errorf("repl: setting resource limit %d: %w", rl.Resource, err)
 			}
@@ -83,9 +90,9 @@ type childProc struct {
 func (c *childProc) Pid() int { return c.cmd.Process.Pid }
 
 func (c *childProc) Kill() {
-	killed := killTree(c.cmd.Process.Pid, c.tag)
+	killed := proctree.KillTree(c.cmd.Process.Pid, tagEnv+"="+c.tag)
 	<-c.exited // the interpreter itself is reaped by Wait
-	reapKilled(killed, 2*time.Second)
+	proctree.Reap(killed, 2*time.Second)
 }
 
 func (c *childProc) Wait() Exit {

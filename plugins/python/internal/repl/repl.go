@@ -53,8 +53,9 @@
 //     of goroutines that exit while locked to them). Close and every hard
 //     kill SIGKILL the group and every process carrying the session's
 //     RLM_REPL_SESSION tag or descending from the interpreter, including
-//     children that left the group with setsid; call BecomeSubreaper once so
-//     such orphans are re-parented to this process and get reaped. Orphans
+//     children that left the group with setsid (core/proctree.KillTree);
+//     call proctree.BecomeSubreaper once so such orphans are re-parented
+//     to this process and get reaped. Orphans
 //     that exit on their own while the session lives are reaped by whoever
 //     reaps this process's children; this package only reaps processes it
 //     killed, so it never steals another exec.Cmd's exit status.
@@ -73,6 +74,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rlmkit/rlm/core/capbuf"
 	"github.com/rlmkit/rlm/core/proto"
 )
 
@@ -382,7 +384,7 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 		graceTimer *time.Timer
 		why        proto.EndedBy // set once the cell was interrupted
 		reply      *cellReply
-		outC, errC *capture
+		outC, errC *capbuf.Buffer
 		done       = ctx.Done()
 	)
 	defer func() {
@@ -486,14 +488,14 @@ func interruptMessage(why proto.EndedBy, timeout time.Duration) string {
 	return "cancelled: the cell was interrupted"
 }
 
-func buildResult(outC, errC *capture, start time.Time) *proto.Result {
+func buildResult(outC, errC *capbuf.Buffer, start time.Time) *proto.Result {
 	dur := time.Since(start)
 	res := &proto.Result{DurationMs: dur.Milliseconds(), DurationUs: dur.Microseconds()}
 	if outC != nil {
-		res.Stdout, res.StdoutOmitted = outC.bytes()
+		res.Stdout, res.StdoutOmitted = outC.Bytes(), outC.Omitted()
 	}
 	if errC != nil {
-		res.Stderr, res.StderrOmitted = errC.bytes()
+		res.Stderr, res.StderrOmitted = errC.Bytes(), errC.Omitted()
 	}
 	return res
 }

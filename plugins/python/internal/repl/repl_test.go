@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rlmkit/rlm/core/capbuf"
+	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/proto"
 	"golang.org/x/sys/unix"
 )
@@ -34,7 +37,7 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command(py, "-c", "import sys; print(sys.executable)").Output(); err == nil {
 		pythonPath = strings.TrimSpace(string(out))
 	}
-	if err := BecomeSubreaper(); err != nil {
+	if err := proctree.BecomeSubreaper(); err != nil {
 		fmt.Fprintln(os.Stderr, "BecomeSubreaper:", err)
 		os.Exit(1)
 	}
@@ -509,7 +512,7 @@ while True:
 	if string(res.Stdout) != "looping\n" {
 		t.Errorf("stdout %q", res.Stdout)
 	}
-	if p.Pid() == pid || processAlive(pid) {
+	if p.Pid() == pid || proctree.Alive(pid) {
 		t.Fatalf("old driver %d still there (new %d)", pid, p.Pid())
 	}
 	if found, _ := variable(t, p, "before"); found {
@@ -637,7 +640,7 @@ print(a.pid, b.pid)`)
 	others := sleepers(t, "302", "303")
 	pids := append([]int{pa, pb}, others...)
 	for _, pid := range pids {
-		if !processAlive(pid) {
+		if !proctree.Alive(pid) {
 			t.Fatalf("sleeper %d not running", pid)
 		}
 	}
@@ -645,8 +648,8 @@ print(a.pid, b.pid)`)
 		t.Fatal(err)
 	}
 	for _, pid := range pids {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
-			t.Errorf("process %d survived Close: %s", pid, procStat(pid))
+		if st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
+			t.Errorf("process %d survived Close: %s", pid, st)
 		}
 	}
 	if _, err := p.Execute(context.Background(), "pass", 0, nil); !errors.Is(err, ErrClosed) {
@@ -692,7 +695,7 @@ func TestOutputCap(t *testing.T) {
 	if res.StdoutOmitted != total-1000 {
 		t.Fatalf("omitted %d want %d", res.StdoutOmitted, total-1000)
 	}
-	notice := omissionNotice(total - 1000)
+	notice := capbuf.Notice(total - 1000)
 	if len(res.Stdout) != 1000+len(notice) || !bytes.HasPrefix(res.Stdout, bytes.Repeat([]byte("A"), 100)) ||
 		!bytes.HasSuffix(res.Stdout, bytes.Repeat([]byte("Z"), 100)) || !bytes.Contains(res.Stdout, []byte(notice)) {
 		t.Fatalf("stdout %d bytes: %q...", len(res.Stdout), res.Stdout[:120])
@@ -703,24 +706,6 @@ func TestOutputCap(t *testing.T) {
 	// under the cap: untouched
 	if res := ok(t, p, "print('x' * 998)"); res.StdoutOmitted != 0 || len(res.Stdout) != 999 {
 		t.Fatalf("small output %d %d", len(res.Stdout), res.StdoutOmitted)
-	}
-}
-
-func TestCaptureUnits(t *testing.T) {
-	c := newCapture(10)
-	for _, s := range []string{"0123", "456789ab", "cdefghij", "k"} {
-		c.write([]byte(s))
-	}
-	got, om := c.bytes()
-	if want := "01234" + omissionNotice(11) + "ghijk"; string(got) != want || om != 11 {
-		t.Fatalf("got %q %d", got, om)
-	}
-	// multi-byte characters are not split at the cut
-	c = newCapture(8)
-	c.write([]byte("aaéé" + strings.Repeat("-", 20) + "ééb"))
-	got, _ = c.bytes()
-	if !strings.HasPrefix(string(got), "aaé\n") || !strings.HasSuffix(string(got), "\néb") {
-		t.Fatalf("utf8 cut: %q", got)
 	}
 }
 
@@ -738,12 +723,12 @@ func TestMarkerSplitAcrossReads(t *testing.T) {
 		s.feed(data[i : i+1])
 	}
 	c := <-s.done
-	if got, _ := c.bytes(); string(got) != "hello \x1e<rlm-cell-" {
+	if got := c.Bytes(); string(got) != "hello \x1e<rlm-cell-" {
 		t.Fatalf("cell output %q", got)
 	}
 	w.Close()
 	<-s.eof
-	if got, _ := s.take().bytes(); string(got) != "next" {
+	if got := s.take().Bytes(); string(got) != "next" {
 		t.Fatalf("after marker %q", got)
 	}
 }
@@ -810,32 +795,6 @@ func TestTimeoutDuringCallbackCancelsIt(t *testing.T) {
 	}
 }
 
-func TestHelpers(t *testing.T) {
-	p := start(t, Config{Context: &proto.Context{Data: []byte("alpha beta gamma beta delta"), Kind: "text"}})
-	res := ok(t, p, `print(chunk_text("abcdefghij", size=4, overlap=1))
-print(chunk_text("", 4, 1), chunk_text("abc", 4, 1))
-for bad in [(4, 4), (0, 0), (4, -1)]:
-    try:
-        chunk_text("x", *bad)
-    except ValueError as e:
-        print("ValueError")
-r = search_context(r"beta", window=3)
-print([(m["match"], m["start"], m["end"], m["snippet"]) for m in r])
-print(len(search_context("zzz")), len(search_context("a", max_results=2)))
-mine = [1]
-v = SHOW_VARS()`)
-	want := "['abcd', 'defg', 'ghij']\n[] ['abc']\nValueError\nValueError\nValueError\n" +
-		"[('beta', 6, 10, 'ha beta ga'), ('beta', 17, 21, 'ma beta de')]\n0 2\ncontext: str\nbad: tuple\nr: list\nmine: list\n"
-	if string(res.Stdout) != want {
-		t.Fatalf("stdout %q\nwant   %q", res.Stdout, want)
-	}
-	// JSON contexts are searched as their JSON text
-	p2 := start(t, Config{Context: &proto.Context{Data: []byte(`{"k": "needle"}`), Kind: "json"}})
-	if res := ok(t, p2, `print(search_context("needle")[0]["start"])`); string(res.Stdout) != "7\n" {
-		t.Fatalf("json search %q", res.Stdout)
-	}
-}
-
 func TestNoAutoPrintAndPickleMain(t *testing.T) {
 	p := start(t, Config{})
 	if res := ok(t, p, "1 + 1"); len(res.Stdout) != 0 {
@@ -857,20 +816,6 @@ func TestClosedStdoutStillEnds(t *testing.T) {
 }
 
 // --- helpers -------------------------------------------------------------
-
-func processAlive(pid int) bool {
-	st := procStat(pid)
-	return st != "" && st != "Z"
-}
-
-// procStat returns the process state letter ("" when gone).
-func procStat(pid int) string {
-	pi, ok := readStat(pid)
-	if !ok {
-		return ""
-	}
-	return string(pi.state)
-}
 
 // hasChildThreadsSleeping reports whether the driver's main thread is in
 // time.sleep (a timed wait in the kernel, not the pipe read of an idle
@@ -903,9 +848,10 @@ func sleepers(tb testing.TB, args ...string) []int {
 		want := "sleep\x00" + a + "\x00"
 		var found int
 		waitFor(tb, func() bool {
-			for _, pid := range listPids() {
-				if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil && string(b) == want {
-					found = pid
+			files, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+			for _, f := range files {
+				if b, err := os.ReadFile(f); err == nil && string(b) == want {
+					found, _ = strconv.Atoi(filepath.Base(filepath.Dir(f)))
 					return true
 				}
 			}
