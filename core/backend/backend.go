@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/internal/launch"
 )
 
 // Names of the backends.
@@ -27,7 +27,7 @@ var Valid = []string{Auto, Daemon, Native, Pyodide}
 // Options say how to find runtimes.
 type Options struct {
 	Backend string
-	Plugins plugin.SearchPath
+	Plugins launch.SearchPath
 	// DaemonSocket is the daemon's socket path ("" for the default).
 	DaemonSocket string
 	// DaemonDial connects to the daemon; nil means no daemon support
@@ -69,16 +69,16 @@ func Open(ctx context.Context, runtime string, o Options) (*core.Runtime, error)
 		if runtime != "python" {
 			return nil, fmt.Errorf("the pyodide backend runs python only, not %s", runtime)
 		}
-		return launch(Pyodide, runtime, Pyodide, o)
+		return startPlugin(Pyodide, runtime, Pyodide, o)
 	case Native:
-		return launch(runtime, runtime, Native, o)
+		return startPlugin(runtime, runtime, Native, o)
 	}
 	if o.DaemonAlive != nil && o.DaemonAlive(ctx, o.DaemonSocket) && o.DaemonDial != nil {
 		if rt, err := o.DaemonDial(ctx, o.DaemonSocket, runtime); err == nil {
 			return rt, nil
 		}
 	}
-	rt, err := launch(runtime, runtime, Native, o)
+	rt, err := startPlugin(runtime, runtime, Native, o)
 	if err != nil || runtime != "python" {
 		return rt, err
 	}
@@ -90,14 +90,14 @@ func Open(ctx context.Context, runtime string, o Options) (*core.Runtime, error)
 		return rt, nil // native it is; its Run will say why it cannot
 	}
 	rt.Close()
-	return launch(Pyodide, runtime, Pyodide, o)
+	return startPlugin(Pyodide, runtime, Pyodide, o)
 }
-func launch(pluginName, runtime, backend string, o Options) (*core.Runtime, error) {
+func startPlugin(pluginName, runtime, backend string, o Options) (*core.Runtime, error) {
 	path, err := o.Plugins.Find(pluginName)
 	if err != nil {
 		return nil, err
 	}
-	p, err := plugin.Launch(path)
+	p, err := launch.Launch(path)
 	if err != nil {
 		return nil, err
 	}

@@ -54,6 +54,7 @@ import (
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/pool"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/launch"
 )
 
 // BackendName is what results served by the daemon report as backend.
@@ -69,7 +70,7 @@ type Config struct {
 	// runtimes are served too, with their plugin started on first use.
 	Runtimes []string
 	// Plugins is where runtime plugins are found.
-	Plugins plugin.SearchPath
+	Plugins launch.SearchPath
 	// MaxOutputBytes is the output limit warm sessions are opened with; a
 	// request asking for another one gets a session of its own.
 	MaxOutputBytes int64
@@ -292,7 +293,7 @@ type host struct {
 	pool     *pool.Pool[*worker]
 
 	mu       sync.Mutex
-	plugs    [2]*plugin.Plugin // by role
+	plugs    [2]*launch.Plugin // by role
 	launches int
 	closed   bool
 
@@ -330,7 +331,7 @@ func (h *host) client(role int) (pb.RuntimeClient, error) {
 	if err != nil {
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
-	p, err = plugin.Launch(path)
+	p, err = launch.Launch(path)
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}

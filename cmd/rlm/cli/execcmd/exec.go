@@ -24,6 +24,7 @@ import (
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/launch"
 )
 
 // BuiltinRuntimes are the runtimes rlm ships plugins for.
@@ -162,7 +163,7 @@ func run(ctx context.Context, o *Options) error {
 	}
 	rt, err := backend.Open(ctx, o.Runtime, o.F.BackendOptions(o.Backend))
 	if err != nil {
-		var nf *plugin.NotFoundError
+		var nf *launch.NotFoundError
 		if errors.As(err, &nf) && !slices.Contains(BuiltinRuntimes, o.Runtime) && o.Runtime != backend.Pyodide {
 			return cmdutil.Usagef("unknown runtime %q: use one of %s, or install a plugin named %s%s", o.Runtime,
 				strings.Join(BuiltinRuntimes, ", "), plugin.Prefix, o.Runtime)

@@ -15,8 +15,8 @@ import (
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/plugin"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/launch"
 )
 
 // Row is one plugin as `rlm plugins --json` prints it.
@@ -74,12 +74,12 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 
 // Probe starts each plugin (in parallel) and asks for its Info. A plugin that
 // fails to start is listed as unavailable with the reason.
-func Probe(ctx context.Context, found []plugin.Found) []Row {
+func Probe(ctx context.Context, found []launch.Found) []Row {
 	rows := make([]Row, len(found))
 	var wg sync.WaitGroup
 	for i, fp := range found {
 		wg.Add(1)
-		go func(i int, fp plugin.Found) {
+		go func(i int, fp launch.Found) {
 			defer wg.Done()
 			rows[i] = probeOne(ctx, fp)
 		}(i, fp)
@@ -94,9 +94,9 @@ func Probe(ctx context.Context, found []plugin.Found) []Row {
 // on a loaded machine, and plugins are probed in parallel.
 const StartTimeout = 10 * time.Second
 
-func probeOne(ctx context.Context, fp plugin.Found) Row {
+func probeOne(ctx context.Context, fp launch.Found) Row {
 	r := Row{Name: fp.Name, Path: fp.Path}
-	p, err := plugin.LaunchWithin(fp.Path, StartTimeout)
+	p, err := launch.LaunchWithin(fp.Path, StartTimeout)
 	if err != nil {
 		r.Reason = oneLine(err.Error())
 		return r
