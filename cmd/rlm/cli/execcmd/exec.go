@@ -441,7 +441,7 @@ func runtimeForFile(file string) string {
 // unavailable here (127; a usage error for the pyodide backend, which is
 // chosen, not found) and a --file clashing with the code file (2).
 func ready(ctx context.Context, rt *core.Runtime, o *Options, p core.Program) error {
-	info, err := rt.Info(ctx)
+	info, err := rt.Declared(ctx)
 	if err != nil {
 		return nil // Run reports it
 	}
