@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -31,14 +30,7 @@ func TestMain(m *testing.M) {
 // writeFakePlugin puts an rlm-plugin-fake launcher into dir.
 func writeFakePlugin(t *testing.T, dir string) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := fmt.Sprintf("#!/bin/sh\nRLM_FAKE_PLUGIN=1 RLM_FAKE_DIR=%q exec %q \"$@\"\n", dir, exe)
-	if err := os.WriteFile(dir+"/rlm-plugin-fake", []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	runtimetest.WritePlugin(t, dir, "fake", "RLM_FAKE_PLUGIN=1", "RLM_FAKE_DIR="+dir)
 }
 
 // fakeRuntime is a runtime whose REPL understands a few commands, one per

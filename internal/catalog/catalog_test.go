@@ -3,7 +3,6 @@ package catalog_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,16 +49,9 @@ var infos = map[string]func(context.Context, *pb.InfoRequest) (*pb.InfoResponse,
 // crashy one that exits before its handshake.
 func pluginDir(t *testing.T) string {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	for kind := range infos {
-		script := fmt.Sprintf("#!/bin/sh\nRLM_CATALOG_PLUGIN=%s exec %q\n", kind, exe)
-		if err := os.WriteFile(filepath.Join(dir, plugin.Prefix+kind), []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
+		runtimetest.WritePlugin(t, dir, kind, "RLM_CATALOG_PLUGIN="+kind)
 	}
 	if err := os.WriteFile(filepath.Join(dir, plugin.Prefix+"crashy"), []byte("#!/bin/sh\necho cannot start >&2\nexit 3\n"), 0o755); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,10 @@ package runtimetest
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -78,4 +82,26 @@ func Connect(t testing.TB, impl pb.RuntimeServer) (pb.RuntimeClient, func()) {
 	})
 	t.Cleanup(stop)
 	return c, stop
+}
+
+// WritePlugin puts dir/rlm-plugin-NAME: a script that starts this test
+// binary with env (KEY=VALUE each) added, so that a test can launch a real
+// plugin process without building one. The test's TestMain must see env
+// and serve a runtime (core/plugin.Serve) instead of running the tests.
+func WritePlugin(t testing.TB, dir, name string, env ...string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var script strings.Builder
+	script.WriteString("#!/bin/sh\n")
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		fmt.Fprintf(&script, "%s=%q ", k, v)
+	}
+	fmt.Fprintf(&script, "exec %q \"$@\"\n", exe)
+	if err := os.WriteFile(filepath.Join(dir, plugin.Prefix+name), []byte(script.String()), 0o755); err != nil {
+		t.Fatal(err)
+	}
 }

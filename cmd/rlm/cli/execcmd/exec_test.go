@@ -87,34 +87,19 @@ func factory(t *testing.T, stdin string) (*cmdutil.Factory, *bytes.Buffer, *byte
 	if err := os.Mkdir(plugins, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, name := range []string{"fakert", "downrt"} {
-		script := fmt.Sprintf("#!/bin/sh\nRLM_EXEC_TEST_PLUGIN=%s exec %q\n", name, exe)
-		if err := os.WriteFile(filepath.Join(plugins, plugin.Prefix+name), []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
+		runtimetest.WritePlugin(t, plugins, name, "RLM_EXEC_TEST_PLUGIN="+name)
 	}
 	t.Setenv("RLM_PLUGIN_PATH", "")
-	var out, errOut bytes.Buffer
-	f := &cmdutil.Factory{IO: &cmdutil.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut},
-		ConfigPath: cfg, PluginDirs: []string{plugins}}
-	return f, &out, &errOut
+	ios, out, errOut := cmdutil.TestIO(stdin)
+	return &cmdutil.Factory{IO: ios, ConfigPath: cfg, PluginDirs: []string{plugins}}, out, errOut
 }
 
 // parse runs exec's flag parsing only and returns the Options it made.
 func parse(t *testing.T, args ...string) (*Options, error) {
 	t.Helper()
-	f := &cmdutil.Factory{IO: &cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}}
-	var got *Options
-	cmd := NewCmd(f, func(o *Options) error { got = o; return nil })
-	cmd.SetArgs(args)
-	cmd.SetOut(&bytes.Buffer{})
-	cmd.SetErr(&bytes.Buffer{})
-	err := cmd.Execute()
-	return got, err
+	ios, _, _ := cmdutil.TestIO("")
+	return cmdutil.ParseFlags(&cmdutil.Factory{IO: ios}, NewCmd, args...)
 }
 
 func TestFlags(t *testing.T) {
