@@ -10,7 +10,7 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/daemon"
-	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/internal/launch"
 )
 
 // startDaemon runs `rlm daemon start` on a socket of its own and stops it
@@ -84,7 +84,7 @@ func BenchmarkDaemonCell(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer viaDaemon.Close()
-	p, err := plugin.Launch(binDir + "/rlm-plugin-python")
+	p, err := launch.Launch(binDir + "/rlm-plugin-python")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,14 +13,14 @@ import (
 	"github.com/rlmkit/rlm/core/engine"
 	"github.com/rlmkit/rlm/core/llm"
 	"github.com/rlmkit/rlm/core/llm/llmtest"
-	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/internal/launch"
 )
 
 // pythonFactory launches the built python plugin once and opens engine
 // sessions on it, as `rlm run` does with the native backend.
 func pythonFactory(b *testing.B) core.SandboxFactory {
 	realPython(b)
-	p, err := plugin.Launch(filepath.Join(binDir, "rlm-plugin-python"))
+	p, err := launch.Launch(filepath.Join(binDir, "rlm-plugin-python"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/server"
+	"github.com/rlmkit/rlm/internal/launch"
 )
 
 // trivial is the request every python benchmark sends; trivialShell the
@@ -158,7 +159,7 @@ func load(b *testing.B, url, body, isolation string, clients int) {
 // pluginOpener launches the plugins built by TestMain.
 func pluginOpener(b *testing.B) server.Opener {
 	return func(ctx context.Context, name string) (*core.Runtime, error) {
-		p, err := plugin.Launch(filepath.Join(binDir, plugin.Prefix+name))
+		p, err := launch.Launch(filepath.Join(binDir, plugin.Prefix+name))
 		if err != nil {
 			return nil, err
 		}

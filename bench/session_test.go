@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/internal/launch"
 )
 
 func pythonRuntime(b *testing.B) *core.Runtime {
 	realPython(b)
-	p, err := plugin.Launch(binDir + "/rlm-plugin-python")
+	p, err := launch.Launch(binDir + "/rlm-plugin-python")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func BenchmarkSessionOpen50MB(b *testing.B) {
 // BenchmarkCellRoundTripPyodide is the same warm cell on WebAssembly
 // Python: host → rlm-plugin-pyodide (gRPC stream) → guest driver → back.
 func BenchmarkCellRoundTripPyodide(b *testing.B) {
-	p, err := plugin.Launch(binDir + "/rlm-plugin-pyodide")
+	p, err := launch.Launch(binDir + "/rlm-plugin-pyodide")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -117,16 +117,18 @@ func refused(c codes.Code, format string, args ...any) error {
 // REPL session) at when asked for requested: see ResolveIsolation. The
 // plugin's Info is asked once per connection.
 func (r *Runtime) Isolation(ctx context.Context, requested string, session bool) (string, error) {
-	info, err := r.declaration(ctx)
+	info, err := r.Declared(ctx)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("asking the %s runtime which isolation it supports: %w", r.Name, err)
 	}
 	return ResolveIsolation(info, r.pluginName(), requested, session)
 }
 
-// declaration is the plugin's Info, asked once: a plugin's declared levels
-// do not change while it runs.
-func (r *Runtime) declaration(ctx context.Context) (*pb.InfoResponse, error) {
+// Declared is the plugin's Info, asked once: what a plugin declares does
+// not change while it runs. It is the fingerprint taken when the plugin was
+// launched (SetDeclared), else asked now. Info, not this, checks that the
+// runtime still answers.
+func (r *Runtime) Declared(ctx context.Context) (*pb.InfoResponse, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.info != nil {
@@ -134,10 +136,18 @@ func (r *Runtime) declaration(ctx context.Context) (*pb.InfoResponse, error) {
 	}
 	info, err := r.Info(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("asking the %s runtime which isolation it supports: %w", r.Name, err)
+		return nil, err
 	}
 	r.info = info
 	return info, nil
+}
+
+// SetDeclared records info, the Info its plugin gave when it was launched
+// (internal/catalog), so that Declared does not ask again.
+func (r *Runtime) SetDeclared(info *pb.InfoResponse) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.info = info
 }
 
 // pluginName names the plugin in messages: its path when known.

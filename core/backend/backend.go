@@ -10,7 +10,8 @@ import (
 	"strings"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/internal/catalog"
+	"github.com/rlmkit/rlm/internal/launch"
 )
 
 // Names of the backends.
@@ -27,7 +28,7 @@ var Valid = []string{Auto, Daemon, Native, Pyodide}
 // Options say how to find runtimes.
 type Options struct {
 	Backend string
-	Plugins plugin.SearchPath
+	Plugins launch.SearchPath
 	// DaemonSocket is the daemon's socket path ("" for the default).
 	DaemonSocket string
 	// DaemonDial connects to the daemon; nil means no daemon support
@@ -69,39 +70,44 @@ func Open(ctx context.Context, runtime string, o Options) (*core.Runtime, error)
 		if runtime != "python" {
 			return nil, fmt.Errorf("the pyodide backend runs python only, not %s", runtime)
 		}
-		return launch(Pyodide, runtime, Pyodide, o)
+		return startPlugin(ctx, Pyodide, runtime, Pyodide, o)
 	case Native:
-		return launch(runtime, runtime, Native, o)
+		return startPlugin(ctx, runtime, runtime, Native, o)
 	}
 	if o.DaemonAlive != nil && o.DaemonAlive(ctx, o.DaemonSocket) && o.DaemonDial != nil {
 		if rt, err := o.DaemonDial(ctx, o.DaemonSocket, runtime); err == nil {
 			return rt, nil
 		}
 	}
-	rt, err := launch(runtime, runtime, Native, o)
-	if err != nil || runtime != "python" {
+	rt, available, err := start(ctx, runtime, runtime, Native, o)
+	if err != nil || runtime != "python" || available {
 		return rt, err
-	}
-	info, ierr := rt.Info(ctx)
-	if ierr == nil && info.GetAvailable() {
-		return rt, nil
 	}
 	if _, perr := o.Plugins.Find(Pyodide); perr != nil {
 		return rt, nil // native it is; its Run will say why it cannot
 	}
 	rt.Close()
-	return launch(Pyodide, runtime, Pyodide, o)
+	return startPlugin(ctx, Pyodide, runtime, Pyodide, o)
 }
-func launch(pluginName, runtime, backend string, o Options) (*core.Runtime, error) {
-	path, err := o.Plugins.Find(pluginName)
+
+// startPlugin launches pluginName to serve runtime through the catalog,
+// which fingerprints it: the runtime needs no second Info to know what the
+// plugin declares.
+func startPlugin(ctx context.Context, pluginName, runtime, backend string, o Options) (*core.Runtime, error) {
+	rt, _, err := start(ctx, pluginName, runtime, backend, o)
+	return rt, err
+}
+
+// start is startPlugin that also says whether the plugin is available here.
+func start(ctx context.Context, pluginName, runtime, backend string, o Options) (*core.Runtime, bool, error) {
+	p, err := catalog.Open(ctx, o.Plugins, pluginName, runtime)
 	if err != nil {
-		return nil, err
-	}
-	p, err := plugin.Launch(path)
-	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	rt := core.NewRuntime(runtime, backend, p.Client, p.Kill)
-	rt.Plugin = path
-	return rt, nil
+	rt.Plugin = p.Path
+	if p.Info != nil {
+		rt.SetDeclared(p.Info)
+	}
+	return rt, p.Available(), nil
 }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/internal/launch"
 )
 
 // lockedBuffer is the daemon's log in tests.
@@ -57,7 +57,7 @@ func serveIn(t *testing.T, dir string, workers int, runtime string) *running {
 	r := &running{socket: filepath.Join(dir, "d.sock"), log: &lockedBuffer{}, done: make(chan error, 1)}
 	r.srv = New(Config{
 		Socket: r.socket, Workers: workers, Runtimes: []string{runtime},
-		Plugins: plugin.SearchPath{dir}, MaxOutputBytes: 1 << 20, Drain: 2 * time.Second, Log: r.log,
+		Plugins: launch.SearchPath{dir}, MaxOutputBytes: 1 << 20, Drain: 2 * time.Second, Log: r.log,
 	})
 	ready := make(chan struct{})
 	go func() { r.done <- r.srv.Serve(context.Background(), func() { close(ready) }) }()
@@ -363,7 +363,7 @@ func TestUnknownRuntimeIsAClearError(t *testing.T) {
 
 func TestSecondDaemonOnTheSamePathsRefuses(t *testing.T) {
 	r := startDaemon(t, 0)
-	second := New(Config{Socket: r.socket, Plugins: plugin.SearchPath{}})
+	second := New(Config{Socket: r.socket, Plugins: launch.SearchPath{}})
 	err := second.Serve(context.Background(), nil)
 	var ar *AlreadyRunningError
 	if !errors.As(err, &ar) || ar.PID != os.Getpid() {

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/rlmkit/rlm/core/plugin"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/runtimetest"
 )
 
 // The test binary doubles as a runtime plugin ("fake") when started with
@@ -21,7 +21,7 @@ import (
 // process over go-plugin, as it does for python.
 func TestMain(m *testing.M) {
 	if os.Getenv("RLM_FAKE_PLUGIN") == "1" {
-		plugin.Serve(&fakeRuntime{})
+		plugin.Serve(fakeRuntime())
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -30,14 +30,7 @@ func TestMain(m *testing.M) {
 // writeFakePlugin puts an rlm-plugin-fake launcher into dir.
 func writeFakePlugin(t *testing.T, dir string) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := fmt.Sprintf("#!/bin/sh\nRLM_FAKE_PLUGIN=1 RLM_FAKE_DIR=%q exec %q \"$@\"\n", dir, exe)
-	if err := os.WriteFile(dir+"/rlm-plugin-fake", []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	runtimetest.WritePlugin(t, dir, "fake", "RLM_FAKE_PLUGIN=1", "RLM_FAKE_DIR="+dir)
 }
 
 // fakeRuntime is a runtime whose REPL understands a few commands, one per
@@ -56,26 +49,29 @@ func writeFakePlugin(t *testing.T, dir string) {
 // how a test kills idle workers.
 //
 // Run answers "run:" + code, so a test sees whether Run was proxied.
-type fakeRuntime struct {
-	pb.UnimplementedRuntimeServer
-	live atomic.Int64
+//
+// The calls are the mock runtime's function fields (internal/runtimetest).
+func fakeRuntime() *runtimetest.Runtime {
+	var live atomic.Int64 // sessions open in this process
+	return &runtimetest.Runtime{
+		InfoF: func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
+			return &pb.InfoResponse{Name: "fake", Available: true, Backend: "native", RuntimeVersion: "Fake 1.0", Capabilities: []string{"repl", "program"}}, nil
+		},
+		RunF: func(_ context.Context, req *pb.RunRequest) (*pb.Result, error) {
+			return &pb.Result{Stdout: []byte("run:" + string(req.GetCode())), Backend: "native", EndedBy: pb.EndedBy_EXIT}, nil
+		},
+		CheckF: func(_ context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
+			return &pb.CheckResponse{Ok: !strings.Contains(string(req.GetCode()), "(")}, nil
+		},
+		SessionF: func(s pb.Runtime_SessionServer) error { return fakeSession(s, &live) },
+	}
 }
 
-func (f *fakeRuntime) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
-	return &pb.InfoResponse{Name: "fake", Available: true, Backend: "native", RuntimeVersion: "Fake 1.0", Capabilities: []string{"repl", "program"}}, nil
-}
-
-func (f *fakeRuntime) Run(_ context.Context, req *pb.RunRequest) (*pb.Result, error) {
-	return &pb.Result{Stdout: []byte("run:" + string(req.GetCode())), Backend: "native", EndedBy: pb.EndedBy_EXIT}, nil
-}
-
-func (f *fakeRuntime) Check(_ context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	return &pb.CheckResponse{Ok: !strings.Contains(string(req.GetCode()), "(")}, nil
-}
-
-func (f *fakeRuntime) Session(s pb.Runtime_SessionServer) error {
-	f.live.Add(1)
-	defer f.live.Add(-1)
+// fakeSession serves one session of the fake REPL; live counts the open
+// ones.
+func fakeSession(s pb.Runtime_SessionServer, live *atomic.Int64) error {
+	live.Add(1)
+	defer live.Add(-1)
 	first, err := s.Recv()
 	if err != nil || first.GetOpen() == nil {
 		return status.Error(codes.InvalidArgument, "want open")
@@ -127,7 +123,7 @@ func (f *fakeRuntime) Session(s pb.Runtime_SessionServer) error {
 			case "timeout":
 				res.Stdout = []byte(strconv.FormatInt(x.Execute.GetTimeoutMs(), 10))
 			case "live":
-				res.Stdout = []byte(strconv.FormatInt(f.live.Load(), 10))
+				res.Stdout = []byte(strconv.FormatInt(live.Load(), 10))
 			case "crash":
 				return status.Error(codes.Internal, "interpreter died")
 			case "block":

@@ -54,6 +54,8 @@ import (
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/pool"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/catalog"
+	"github.com/rlmkit/rlm/internal/launch"
 )
 
 // BackendName is what results served by the daemon report as backend.
@@ -69,7 +71,7 @@ type Config struct {
 	// runtimes are served too, with their plugin started on first use.
 	Runtimes []string
 	// Plugins is where runtime plugins are found.
-	Plugins plugin.SearchPath
+	Plugins launch.SearchPath
 	// MaxOutputBytes is the output limit warm sessions are opened with; a
 	// request asking for another one gets a session of its own.
 	MaxOutputBytes int64
@@ -292,7 +294,7 @@ type host struct {
 	pool     *pool.Pool[*worker]
 
 	mu       sync.Mutex
-	plugs    [2]*plugin.Plugin // by role
+	plugs    [2]*catalog.Launched // by role
 	launches int
 	closed   bool
 
@@ -312,6 +314,16 @@ const (
 // client returns the plugin client for role, launching the plugin if it
 // is not running (first use, or it died).
 func (h *host) client(role int) (pb.RuntimeClient, error) {
+	p, err := h.plugin(role)
+	if err != nil {
+		return nil, err
+	}
+	return p.Client, nil
+}
+
+// plugin returns role's running plugin and its fingerprint, launching it
+// through the catalog if it is not running.
+func (h *host) plugin(role int) (*catalog.Launched, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -319,24 +331,25 @@ func (h *host) client(role int) (pb.RuntimeClient, error) {
 	}
 	p := h.plugs[role]
 	if p != nil && !p.Exited() {
-		return p.Client, nil
+		return p, nil
 	}
 	if p != nil {
 		h.s.logf("%s: plugin exited; starting it again", h.name)
 		p.Kill()
 		h.plugs[role] = nil
 	}
-	path, err := h.s.cfg.Plugins.Find(h.name)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := catalog.Open(ctx, h.s.cfg.Plugins, h.name, h.name)
 	if err != nil {
-		return nil, status.Error(codes.NotFound, err.Error())
-	}
-	p, err = plugin.Launch(path)
-	if err != nil {
+		if nf := (*launch.NotFoundError)(nil); errors.As(err, &nf) {
+			return nil, status.Error(codes.NotFound, err.Error())
+		}
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	h.plugs[role] = p
 	h.launches++
-	return p.Client, nil
+	return p, nil
 }
 
 // drop forgets role's plugin if it is still the one behind c, so that the
@@ -358,17 +371,11 @@ func (h *host) drop(role int, c pb.RuntimeClient) {
 // be known (no plugin, or an explicit level its sessions lack) the level
 // stays as configured and opening a worker reports the reason.
 func (h *host) sessionLevel(configured string) string {
-	c, err := h.client(forSessions)
-	if err != nil {
+	p, err := h.plugin(forSessions)
+	if err != nil || p.Info == nil {
 		return configured
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	info, err := c.Info(ctx, &pb.InfoRequest{Runtime: h.name})
-	if err != nil {
-		return configured
-	}
-	level, err := core.ResolveIsolation(info, h.name, configured, true)
+	level, err := core.ResolveIsolation(p.Info, h.name, configured, true)
 	if err != nil {
 		h.s.logf("%s: warm sessions: %v", h.name, err)
 		return configured

@@ -20,6 +20,7 @@ import (
 	"github.com/rlmkit/rlm/core/mcpserver"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/server"
+	"github.com/rlmkit/rlm/internal/launch"
 	"github.com/rlmkit/rlm/plugins/python"
 	"github.com/rlmkit/rlm/plugins/shell"
 )
@@ -58,7 +59,7 @@ func opener(t testing.TB) server.Opener {
 		}
 	}
 	return func(ctx context.Context, name string) (*core.Runtime, error) {
-		p, err := plugin.Launch(filepath.Join(dir, plugin.Prefix+name))
+		p, err := launch.Launch(filepath.Join(dir, plugin.Prefix+name))
 		if err != nil {
 			return nil, err
 		}

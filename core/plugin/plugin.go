@@ -1,10 +1,12 @@
-// Package plugin is what a runtime plugin author imports, and what the rlm
-// host uses to start and talk to plugins.
+// Package plugin is what a runtime plugin author imports: Serve, the
+// handshake, the go-plugin plugin type and the session helpers.
 //
-// A plugin is a separate executable named rlm-plugin-NAME that calls Serve
-// with an implementation of the runtime service (core/proto). The five
-// built-in runtimes use exactly this package, so a third-party plugin is as
-// capable as they are.
+// A plugin is a separate executable named rlm-plugin-NAME (Prefix) that
+// calls Serve with an implementation of the runtime service (core/proto).
+// The five built-in runtimes use exactly this package, so a third-party
+// plugin is as capable as they are. Starting plugins is the host's business
+// (internal/launch): this package links no launcher and no sandbox code, so
+// neither does a plugin.
 //
 // # Notes
 //
@@ -33,6 +35,10 @@ import (
 // the new one for a while.
 const ProtocolVersion = 1
 
+// Prefix starts every plugin executable's name: the host finds the plugin
+// for runtime NAME as rlm-plugin-NAME.
+const Prefix = "rlm-plugin-"
+
 // pluginKey names the one service in the plugin set.
 const pluginKey = "runtime"
 
@@ -48,25 +54,44 @@ var Handshake = goplugin.HandshakeConfig{
 // of megabytes and results carry produced files.
 const maxMessage = math.MaxInt32
 
-// runtimePlugin adapts the runtime service to go-plugin.
-type runtimePlugin struct {
+// GRPCPlugin adapts the runtime service to go-plugin: a plugin serves Impl,
+// and a host (Impl nil) gets a pb.RuntimeClient from it.
+type GRPCPlugin struct {
 	goplugin.NetRPCUnsupportedPlugin
-	impl pb.RuntimeServer
+	Impl pb.RuntimeServer
 }
 
-func (p *runtimePlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
-	pb.RegisterRuntimeServer(s, p.impl)
+// GRPCServer registers Impl on the plugin's gRPC server.
+func (p *GRPCPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
+	pb.RegisterRuntimeServer(s, p.Impl)
 	return nil
 }
 
-func (p *runtimePlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *grpc.ClientConn) (interface{}, error) {
+// GRPCClient is the host's side: a client of the runtime service.
+func (p *GRPCPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *grpc.ClientConn) (interface{}, error) {
 	return pb.NewRuntimeClient(c), nil
 }
 
-func pluginSets(impl pb.RuntimeServer) map[int]goplugin.PluginSet {
-	return map[int]goplugin.PluginSet{
-		ProtocolVersion: {pluginKey: &runtimePlugin{impl: impl}},
+// PluginSet is the one-service set go-plugin serves and dispenses (impl is
+// nil on the host's side).
+func PluginSet(impl pb.RuntimeServer) goplugin.PluginSet {
+	return goplugin.PluginSet{pluginKey: &GRPCPlugin{Impl: impl}}
+}
+
+// VersionedPlugins is PluginSet under every protocol version this build
+// speaks, for go-plugin's ServeConfig and ClientConfig.
+func VersionedPlugins(impl pb.RuntimeServer) map[int]goplugin.PluginSet {
+	return map[int]goplugin.PluginSet{ProtocolVersion: PluginSet(impl)}
+}
+
+// Dispense takes the runtime client from a connected go-plugin client (a
+// launched plugin's, or goplugin.TestPluginGRPCConn's in tests).
+func Dispense(c goplugin.ClientProtocol) (pb.RuntimeClient, error) {
+	raw, err := c.Dispense(pluginKey)
+	if err != nil {
+		return nil, err
 	}
+	return raw.(pb.RuntimeClient), nil
 }
 
 // ServerOptions are the gRPC options every runtime server uses, in plugins

@@ -15,7 +15,7 @@ import (
 func Serve(impl pb.RuntimeServer) {
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig:  Handshake,
-		VersionedPlugins: pluginSets(impl),
+		VersionedPlugins: VersionedPlugins(impl),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			return grpc.NewServer(append(opts, ServerOptions()...)...)
 		},

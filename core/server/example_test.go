@@ -9,13 +9,13 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/backend"
-	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/server"
+	"github.com/rlmkit/rlm/internal/launch"
 )
 
 // Mounting the sandbox server in a program's own mux, under /sandbox/.
 func ExampleNew() {
-	opts := backend.Options{Plugins: plugin.DefaultSearchPath(nil, nil)}
+	opts := backend.Options{Plugins: launch.DefaultSearchPath(nil, nil)}
 	open := func(ctx context.Context, name string) (*core.Runtime, error) {
 		return backend.Open(ctx, name, opts)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,12 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
-
 	"github.com/rlmkit/rlm/core"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core/server"
+	"github.com/rlmkit/rlm/internal/runtimetest"
 )
 
 // fakeRuntime is an in-process runtime service with a tiny line language,
@@ -36,7 +33,6 @@ import (
 // A session cell's files are kept by name; a name starting with "bad" is
 // refused as a runtime refuses a path through a symlink.
 type fakeRuntime struct {
-	pb.UnimplementedRuntimeServer
 	name      string
 	runs      atomic.Int64
 	cancelled atomic.Int64
@@ -44,7 +40,7 @@ type fakeRuntime struct {
 	started chan struct{}
 }
 
-func (f *fakeRuntime) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
+func (f *fakeRuntime) info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
 	return &pb.InfoResponse{Name: f.name, Available: true, RuntimeVersion: "Fake 1.0", Capabilities: []string{"program", "repl"}}, nil
 }
 
@@ -128,7 +124,7 @@ func (o *fakeOut) result() *pb.Result {
 	return &pb.Result{Stdout: []byte(o.stdout.String()), ExitCode: o.exit, EndedBy: o.endedBy, Error: o.err, Files: o.files, DurationMs: 1, Value: o.value}
 }
 
-func (f *fakeRuntime) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error) {
+func (f *fakeRuntime) run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error) {
 	f.runs.Add(1)
 	if f.started != nil {
 		select {
@@ -146,7 +142,7 @@ func (f *fakeRuntime) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, 
 	return o.result(), nil
 }
 
-func (f *fakeRuntime) Session(stream pb.Runtime_SessionServer) error {
+func (f *fakeRuntime) session(stream pb.Runtime_SessionServer) error {
 	first, err := stream.Recv()
 	if err != nil || first.GetOpen() == nil {
 		return fmt.Errorf("want open first")
@@ -251,26 +247,26 @@ func (f *fakeRuntime) Session(stream pb.Runtime_SessionServer) error {
 	}
 }
 
-// fakeOpener serves f over an in-memory connection; every open is a new
-// "plugin" and opens counts them.
-func fakeOpener(t testing.TB, f *fakeRuntime, opens *atomic.Int64) func(context.Context, string) (*core.Runtime, error) {
+// mock is the runtime service that speaks f's language: the mock runtime
+// with f's calls, which a test may replace one by one.
+func (f *fakeRuntime) mock() *runtimetest.Runtime {
+	return &runtimetest.Runtime{InfoF: f.info, RunF: f.run, SessionF: f.session}
+}
+
+// fakeOpener serves f in process; every open is a new "plugin" and opens
+// counts them.
+func fakeOpener(t testing.TB, f *fakeRuntime, opens *atomic.Int64) server.Opener {
+	return mockOpener(t, f.mock(), opens)
+}
+
+// mockOpener serves impl over go-plugin's gRPC transport
+// (runtimetest.Connect); every open is a new connection, counted in opens.
+func mockOpener(t testing.TB, impl pb.RuntimeServer, opens *atomic.Int64) server.Opener {
 	return func(ctx context.Context, name string) (*core.Runtime, error) {
 		if opens != nil {
 			opens.Add(1)
 		}
-		lis := bufconn.Listen(1 << 20)
-		gs := grpc.NewServer()
-		pb.RegisterRuntimeServer(gs, f)
-		go gs.Serve(lis)
-		conn, err := grpc.NewClient("passthrough:///fake",
-			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-			grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return nil, err
-		}
-		return core.NewRuntime(name, "fake", pb.NewRuntimeClient(conn), func() {
-			conn.Close()
-			gs.Stop()
-		}), nil
+		c, stop := runtimetest.Connect(t, impl)
+		return core.NewRuntime(name, "fake", c, stop), nil
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/server"
+	"github.com/rlmkit/rlm/internal/launch"
 	"github.com/rlmkit/rlm/plugins/python"
 )
 
@@ -47,7 +48,7 @@ func pythonOpener(t testing.TB, launches *atomic.Int64) server.Opener {
 		t.Fatal(err)
 	}
 	return func(ctx context.Context, name string) (*core.Runtime, error) {
-		p, err := plugin.Launch(path)
+		p, err := launch.Launch(path)
 		if err != nil {
 			return nil, err
 		}

@@ -95,7 +95,7 @@ func (s *runtimeSlot) get(ctx context.Context) (*core.Runtime, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	info, err := rt.Info(ctx)
+	info, err := rt.Declared(ctx)
 	if err != nil {
 		rt.Close()
 		return nil, 0, fmt.Errorf("%s runtime: %w", s.name, err)
@@ -255,7 +255,7 @@ func probe(ctx context.Context, open Opener, name string) (*core.Runtime, *pb.In
 	if err != nil {
 		return nil, nil, err
 	}
-	info, err := rt.Info(ctx)
+	info, err := rt.Declared(ctx)
 	if err != nil {
 		rt.Close()
 		return nil, nil, err

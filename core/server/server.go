@@ -180,7 +180,7 @@ func New(cfg Config) (*Server, error) {
 		}}
 		if rt := cfg.Runtimes[m]; rt != nil {
 			slot.rt, slot.gen = rt, 1
-			if info, err := rt.Info(context.Background()); err == nil {
+			if info, err := rt.Declared(context.Background()); err == nil {
 				slot.info = info
 			}
 		}

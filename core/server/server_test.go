@@ -10,8 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/rlmkit/rlm/core"
+	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/server"
+	"github.com/rlmkit/rlm/internal/runtimetest"
 )
 
 func fakeConfig(t testing.TB, f *fakeRuntime) server.Config {
@@ -484,5 +489,33 @@ func TestRuntimeRefusalIs400(t *testing.T) {
 	r := call(t, "POST", url+"/execute", `{"code": "print(1)", "files": {"main.py": "eA=="}}`)
 	if r.status != 400 || r.errCode() != "bad_request" || !strings.Contains(r.errMsg(), "main.py") {
 		t.Errorf("got %d %s", r.status, r.raw)
+	}
+}
+
+// A runtime whose plugin starts but is unavailable here, or does not
+// answer Info, is not a mode: OpenModes says why, with the plugin's reason
+// (or a default when it gives none), and closes it.
+func TestOpenModesUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		info func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error)
+		want string
+	}{
+		{"reason", func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
+			return &pb.InfoResponse{Name: "x", UnavailableReason: "'x' not found in PATH"}, nil
+		}, "mode=x but 'x' not found in PATH"},
+		{"no reason", func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
+			return &pb.InfoResponse{Name: "x"}, nil
+		}, "mode=x but its plugin says it is unavailable"},
+		{"no answer", func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
+			return nil, status.Error(codes.Internal, "probe failed")
+		}, "mode=x but probe failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, _, err := server.OpenModes(context.Background(), mockOpener(t, &runtimetest.Runtime{InfoF: tc.info}, nil), []string{"x"})
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+		})
 	}
 }

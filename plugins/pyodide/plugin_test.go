@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/sessiontest"
+	"github.com/rlmkit/rlm/internal/launch"
 	"github.com/rlmkit/rlm/plugins/pyodide"
 )
 
@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func launch(t *testing.T) *core.Runtime {
+func startRuntime(t *testing.T) *core.Runtime {
 	t.Helper()
 	if !pyodide.HasEmbeddedAssets() {
 		if os.Getenv("RLM_REQUIRE_WASM") != "" {
@@ -55,7 +55,7 @@ func launch(t *testing.T) *core.Runtime {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	p, err := plugin.Launch(pluginPath)
+	p, err := launch.Launch(pluginPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func cell(t *testing.T, s core.Session, code string) *core.Result {
 // A session through the plugin keeps state, receives context and answers
 // llm_query / rlm_query through the Go bridges, like the native REPL.
 func TestPluginSession(t *testing.T) {
-	rt := launch(t)
+	rt := startRuntime(t)
 	info, err := rt.Info(context.Background())
 	if err != nil || !strings.Contains(strings.Join(info.GetCapabilities(), ","), "repl") {
 		t.Fatalf("info: %v %v", info, err)
@@ -141,7 +141,7 @@ func TestPluginHelpers(t *testing.T) {
 // Fuel, time and cancel stop a cell; the next cell runs in a fresh
 // interpreter with the same context, and the result says state was lost.
 func TestPluginSessionLimits(t *testing.T) {
-	rt := launch(t)
+	rt := startRuntime(t)
 	s, err := rt.OpenSession(context.Background(), core.SessionOptions{
 		Context: &core.Context{Data: []byte(`{"k": [1, "two"]}`), Kind: "json"},
 		Limits:  core.Limits{Fuel: 50_000_000},
@@ -188,7 +188,7 @@ func TestPluginSessionLimits(t *testing.T) {
 
 // A context that is not JSON, given as json, fails the open with the reason.
 func TestPluginSessionBadContext(t *testing.T) {
-	rt := launch(t)
+	rt := startRuntime(t)
 	_, err := rt.OpenSession(context.Background(), core.SessionOptions{Context: &core.Context{Data: []byte("{nope"), Kind: "json"}})
 	if err == nil || !strings.Contains(err.Error(), "not valid JSON") {
 		t.Fatalf("a bad JSON context: err = %v", err)
@@ -199,7 +199,7 @@ func TestPluginSessionBadContext(t *testing.T) {
 // pyodide plugin used to read it as its 256 MiB default. A 300 MiB
 // bytearray fits only without that default, and a 64 MiB cap still holds.
 func TestPluginMemoryZeroIsNoLimit(t *testing.T) {
-	rt := launch(t)
+	rt := startRuntime(t)
 	code := "b = bytearray(300 << 20)\nprint(len(b) >> 20)"
 	r, err := rt.Run(context.Background(), core.Program{Code: code, Limits: core.Limits{MemoryBytes: 0}})
 	if err != nil {
@@ -224,7 +224,7 @@ func TestPluginMemoryZeroIsNoLimit(t *testing.T) {
 // takes files into /app and reports the files it produces, as a native
 // Python session does.
 func TestPluginSessionValueAndFiles(t *testing.T) {
-	rt := launch(t)
+	rt := startRuntime(t)
 	s, err := rt.OpenSession(context.Background(), core.SessionOptions{ReturnFiles: true})
 	if err != nil {
 		t.Fatal(err)

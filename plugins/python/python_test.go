@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/sessiontest"
+	"github.com/rlmkit/rlm/internal/launch"
 )
 
 // These tests run the real plugin binary over real go-plugin RPC against the
@@ -40,12 +40,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func launch(t testing.TB) *core.Runtime {
+func startRuntime(t testing.TB) *core.Runtime {
 	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 not installed")
 	}
-	p, err := plugin.Launch(pluginPath)
+	p, err := launch.Launch(pluginPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func run(t testing.TB, s core.Session, code string) *core.Result {
 }
 
 func TestStatePersistsAndVariablesReadBack(t *testing.T) {
-	s := open(t, launch(t), core.SessionOptions{})
+	s := open(t, startRuntime(t), core.SessionOptions{})
 	run(t, s, "x = 41\nd = {'a': [1, 2]}\nn = None")
 	if r := run(t, s, "x += 1\nprint(x)"); r.Stdout != "42\n" {
 		t.Fatalf("stdout %q", r.Stdout)
@@ -99,7 +99,7 @@ func TestStatePersistsAndVariablesReadBack(t *testing.T) {
 func TestLargeContextArrivesIntact(t *testing.T) {
 	data := []byte(strings.Repeat("0123456789abcdef", 50<<20/16)) // 50 MiB
 	data[len(data)/2] = 'Z'
-	s := open(t, launch(t), core.SessionOptions{Context: &core.Context{Data: data, Kind: "text"}})
+	s := open(t, startRuntime(t), core.SessionOptions{Context: &core.Context{Data: data, Kind: "text"}})
 	r := run(t, s, "import hashlib\nprint(len(context), context.index('Z'), hashlib.sha256(context.encode()).hexdigest())")
 	want := fmt.Sprintf("%d %d %x\n", len(data), len(data)/2, sha256.Sum256(data))
 	if r.Stdout != want {
@@ -108,7 +108,7 @@ func TestLargeContextArrivesIntact(t *testing.T) {
 }
 
 func TestJSONContext(t *testing.T) {
-	s := open(t, launch(t), core.SessionOptions{Context: &core.Context{Data: []byte(`{"k": [1, "two"]}`), Kind: "json"}})
+	s := open(t, startRuntime(t), core.SessionOptions{Context: &core.Context{Data: []byte(`{"k": [1, "two"]}`), Kind: "json"}})
 	if r := run(t, s, "print(type(context).__name__, context['k'][1])"); r.Stdout != "dict two\n" {
 		t.Fatalf("got %q", r.Stdout)
 	}
@@ -116,7 +116,7 @@ func TestJSONContext(t *testing.T) {
 
 func TestBridgesReachGo(t *testing.T) {
 	var rec sessiontest.Recorder
-	s := open(t, launch(t), core.SessionOptions{
+	s := open(t, startRuntime(t), core.SessionOptions{
 		Context: &core.Context{Data: []byte(sessiontest.BridgeContext)},
 		Bridges: rec.Bridges(),
 	})
@@ -132,7 +132,7 @@ func TestHelpers(t *testing.T) {
 
 func TestBatchedQueriesRunConcurrently(t *testing.T) {
 	const n, delay = 8, 300 * time.Millisecond
-	s := open(t, launch(t), core.SessionOptions{Bridges: core.Bridges{
+	s := open(t, startRuntime(t), core.SessionOptions{Bridges: core.Bridges{
 		MaxConcurrent: n,
 		LLMQuery: func(_ context.Context, prompt, _ string) (string, error) {
 			time.Sleep(delay)
@@ -152,7 +152,7 @@ func TestBatchedQueriesRunConcurrently(t *testing.T) {
 }
 
 func TestCallbackErrorIsAPythonException(t *testing.T) {
-	s := open(t, launch(t), core.SessionOptions{Bridges: core.Bridges{
+	s := open(t, startRuntime(t), core.SessionOptions{Bridges: core.Bridges{
 		LLMQuery: func(context.Context, string, string) (string, error) { return "", errors.New("model is down") },
 	}})
 	r := run(t, s, `try:
@@ -169,7 +169,7 @@ except Exception as e:
 }
 
 func TestNoLLMConfiguredIsAClearError(t *testing.T) {
-	s := open(t, launch(t), core.SessionOptions{})
+	s := open(t, startRuntime(t), core.SessionOptions{})
 	r := run(t, s, `llm_query("x")`)
 	if !strings.Contains(r.Error+r.Stderr, "no LLM configured") {
 		t.Fatalf("error %q stderr %q", r.Error, r.Stderr)
@@ -177,7 +177,7 @@ func TestNoLLMConfiguredIsAClearError(t *testing.T) {
 }
 
 func TestTimeoutInterruptKeepsState(t *testing.T) {
-	s := open(t, launch(t), core.SessionOptions{})
+	s := open(t, startRuntime(t), core.SessionOptions{})
 	run(t, s, "kept = 'yes'")
 	r, err := s.Execute(context.Background(), "import time\ntime.sleep(30)", time.Second)
 	if err != nil {
@@ -192,7 +192,7 @@ func TestTimeoutInterruptKeepsState(t *testing.T) {
 }
 
 func TestHardKillRestartsAndSaysSo(t *testing.T) {
-	s := open(t, launch(t), core.SessionOptions{Context: &core.Context{Data: []byte("ctx")}})
+	s := open(t, startRuntime(t), core.SessionOptions{Context: &core.Context{Data: []byte("ctx")}})
 	run(t, s, "kept = 1")
 	r, err := s.Execute(context.Background(), `import time
 while True:
@@ -212,7 +212,7 @@ while True:
 }
 
 func TestCancelInterruptsTheCell(t *testing.T) {
-	s := open(t, launch(t), core.SessionOptions{})
+	s := open(t, startRuntime(t), core.SessionOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	r, err := s.Execute(ctx, "import time\nx = 5\ntime.sleep(30)", 0)
@@ -228,7 +228,7 @@ func TestCancelInterruptsTheCell(t *testing.T) {
 }
 
 func TestPluginKilledMidCellIsAnError(t *testing.T) {
-	p, err := plugin.Launch(pluginPath)
+	p, err := launch.Launch(pluginPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestPluginKilledMidCellIsAnError(t *testing.T) {
 }
 
 func TestExitCodesAndOutput(t *testing.T) {
-	s := open(t, launch(t), core.SessionOptions{})
+	s := open(t, startRuntime(t), core.SessionOptions{})
 	r := run(t, s, "import os, sys\nprint('out', flush=True)\nos.system('echo sys; echo err >&2')\nsys.exit(3)")
 	if r.ExitCode != 3 || r.Stdout != "out\nsys\n" || r.Stderr != "err\n" {
 		t.Fatalf("exit %d stdout %q stderr %q", r.ExitCode, r.Stdout, r.Stderr)
@@ -268,7 +268,7 @@ func TestExitCodesAndOutput(t *testing.T) {
 }
 
 func TestCloseKillsBackgroundChildren(t *testing.T) {
-	rt := launch(t)
+	rt := startRuntime(t)
 	// At level process the child's pid is a host pid this test can watch;
 	// under namespace (hostile/session_namespace.txtar) it dies with the
 	// sandbox's pid namespace.
@@ -295,7 +295,7 @@ func TestCloseKillsBackgroundChildren(t *testing.T) {
 // A cell's final expression comes back as Value, through the plugin's
 // stream.
 func TestCellValue(t *testing.T) {
-	s := open(t, launch(t), core.SessionOptions{})
+	s := open(t, startRuntime(t), core.SessionOptions{})
 	if r := run(t, s, "1 + 1"); r.Value == nil || *r.Value != "2" {
 		t.Fatalf("1 + 1: value %v", r.Value)
 	}
@@ -316,7 +316,7 @@ func TestCellFiles(t *testing.T) {
 	if _, err := exec.LookPath("bwrap"); err == nil {
 		levels = append(levels, "namespace")
 	}
-	rt := launch(t)
+	rt := startRuntime(t)
 	for _, level := range levels {
 		t.Run(level, func(t *testing.T) {
 			s := open(t, rt, core.SessionOptions{ReturnFiles: true, Limits: core.Limits{Isolation: level}})

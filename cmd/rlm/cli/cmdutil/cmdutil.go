@@ -15,7 +15,7 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/backend"
 	"github.com/rlmkit/rlm/core/config"
-	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/internal/launch"
 )
 
 // Exit codes shared by all commands. Those of 124 and above say what
@@ -84,9 +84,9 @@ func (f *Factory) Config() (config.Config, string, error) {
 }
 
 // SearchPath is where plugins are looked for.
-func (f *Factory) SearchPath() plugin.SearchPath {
+func (f *Factory) SearchPath() launch.SearchPath {
 	cfg, _, _ := f.Config()
-	return plugin.DefaultSearchPath(f.PluginDirs, cfg.PluginDirs)
+	return launch.DefaultSearchPath(f.PluginDirs, cfg.PluginDirs)
 }
 
 // BackendOptions are the options to open runtimes with backend b.

@@ -24,6 +24,7 @@ import (
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/launch"
 )
 
 // BuiltinRuntimes are the runtimes rlm ships plugins for.
@@ -162,7 +163,7 @@ func run(ctx context.Context, o *Options) error {
 	}
 	rt, err := backend.Open(ctx, o.Runtime, o.F.BackendOptions(o.Backend))
 	if err != nil {
-		var nf *plugin.NotFoundError
+		var nf *launch.NotFoundError
 		if errors.As(err, &nf) && !slices.Contains(BuiltinRuntimes, o.Runtime) && o.Runtime != backend.Pyodide {
 			return cmdutil.Usagef("unknown runtime %q: use one of %s, or install a plugin named %s%s", o.Runtime,
 				strings.Join(BuiltinRuntimes, ", "), plugin.Prefix, o.Runtime)
@@ -440,7 +441,7 @@ func runtimeForFile(file string) string {
 // unavailable here (127; a usage error for the pyodide backend, which is
 // chosen, not found) and a --file clashing with the code file (2).
 func ready(ctx context.Context, rt *core.Runtime, o *Options, p core.Program) error {
-	info, err := rt.Info(ctx)
+	info, err := rt.Declared(ctx)
 	if err != nil {
 		return nil // Run reports it
 	}

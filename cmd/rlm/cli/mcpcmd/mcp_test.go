@@ -1,7 +1,6 @@
 package mcpcmd
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -10,14 +9,8 @@ import (
 )
 
 func run(args ...string) (*Options, error) {
-	f := &cmdutil.Factory{IO: &cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}}
-	var got *Options
-	cmd := NewCmd(f, func(o *Options) error { got = o; return nil })
-	cmd.SetArgs(args)
-	cmd.SetOut(&bytes.Buffer{})
-	cmd.SetErr(&bytes.Buffer{})
-	err := cmd.Execute()
-	return got, err
+	ios, _, _ := cmdutil.TestIO("")
+	return cmdutil.ParseFlags(&cmdutil.Factory{IO: ios}, NewCmd, args...)
 }
 
 // rlm mcp takes serve's engine flags, with serve's parsing.

@@ -2,21 +2,15 @@
 package pluginscmd
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
-	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/plugin"
-	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/catalog"
 )
 
 // Row is one plugin as `rlm plugins --json` prints it.
@@ -45,7 +39,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 			if _, _, err := f.Config(); err != nil {
 				return err
 			}
-			rows := Probe(cmd.Context(), f.SearchPath().All())
+			rows := toRows(catalog.List(cmd.Context(), f.SearchPath()))
 			if asJSON {
 				enc := json.NewEncoder(f.IO.Out)
 				enc.SetIndent("", "  ")
@@ -72,50 +66,14 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 	return cmd
 }
 
-// Probe starts each plugin (in parallel) and asks for its Info. A plugin that
-// fails to start is listed as unavailable with the reason.
-func Probe(ctx context.Context, found []plugin.Found) []Row {
-	rows := make([]Row, len(found))
-	var wg sync.WaitGroup
-	for i, fp := range found {
-		wg.Add(1)
-		go func(i int, fp plugin.Found) {
-			defer wg.Done()
-			rows[i] = probeOne(ctx, fp)
-		}(i, fp)
+// toRows turns the catalog into what the command prints.
+func toRows(entries []catalog.Entry) []Row {
+	rows := make([]Row, len(entries))
+	for i, e := range entries {
+		rows[i] = Row{Name: e.Name, Path: e.Path, Version: e.Info.GetPluginVersion(), RuntimeVersion: e.Info.GetRuntimeVersion(),
+			Available: e.Available(), Reason: e.Reason(), Isolation: e.Isolation(), SessionIsolation: e.SessionIsolation()}
 	}
-	wg.Wait()
 	return rows
-}
-
-// StartTimeout bounds each plugin's handshake: a plugin that hangs before
-// it is listed as unavailable instead of holding up the whole list. Info
-// keeps a longer bound: a real interpreter's version probe can take seconds
-// on a loaded machine, and plugins are probed in parallel.
-const StartTimeout = 10 * time.Second
-
-func probeOne(ctx context.Context, fp plugin.Found) Row {
-	r := Row{Name: fp.Name, Path: fp.Path}
-	p, err := plugin.LaunchWithin(fp.Path, StartTimeout)
-	if err != nil {
-		r.Reason = oneLine(err.Error())
-		return r
-	}
-	defer p.Kill()
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	info, err := p.Client.Info(ctx, &pb.InfoRequest{Runtime: fp.Name})
-	if err != nil {
-		r.Reason = oneLine(err.Error())
-		return r
-	}
-	r.Version, r.RuntimeVersion = info.GetPluginVersion(), info.GetRuntimeVersion()
-	r.Available, r.Reason = info.GetAvailable(), info.GetUnavailableReason()
-	r.Isolation = core.DeclaredLevels(info, false)
-	if slices.Contains(info.GetCapabilities(), "repl") {
-		r.SessionIsolation = core.DeclaredLevels(info, true)
-	}
-	return r
 }
 
 // levels shows a declared list; "-" for a plugin without sessions.
@@ -124,12 +82,4 @@ func levels(l []string) string {
 		return "-"
 	}
 	return strings.Join(l, ",")
-}
-
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }

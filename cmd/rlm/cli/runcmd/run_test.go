@@ -74,14 +74,8 @@ func TestTaskFileContextSources(t *testing.T) {
 // parse runs the command's flag parsing and returns the options.
 func parse(t *testing.T, args ...string) (*Options, error) {
 	t.Helper()
-	f := &cmdutil.Factory{IO: &cmdutil.IOStreams{In: strings.NewReader("from stdin"), Out: &strings.Builder{}, ErrOut: &strings.Builder{}}}
-	var got *Options
-	cmd := NewCmd(f, func(o *Options) error { got = o; return nil })
-	cmd.SetArgs(args)
-	cmd.SetOut(&strings.Builder{})
-	cmd.SetErr(&strings.Builder{})
-	err := cmd.Execute()
-	return got, err
+	ios, _, _ := cmdutil.TestIO("from stdin")
+	return cmdutil.ParseFlags(&cmdutil.Factory{IO: ios}, NewCmd, args...)
 }
 
 func TestFlagsOverrideTaskFileOverrideConfig(t *testing.T) {

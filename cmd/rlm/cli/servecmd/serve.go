@@ -25,6 +25,7 @@ import (
 	"github.com/rlmkit/rlm/core/mcpserver"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/server"
+	"github.com/rlmkit/rlm/internal/launch"
 )
 
 // Options are serve's settings after flags, environment and config.
@@ -426,7 +427,7 @@ func Run(ctx context.Context, o *Options) error {
 
 // modeError explains a mode that cannot be served.
 func modeError(err error) error {
-	var nf *plugin.NotFoundError
+	var nf *launch.NotFoundError
 	if errors.As(err, &nf) && !slices.Contains(server.DetectOrder, nf.Name) {
 		return cmdutil.Usagef("unknown mode %q: use %s (comma-separated for several), or install a plugin named %s%s",
 			nf.Name, strings.Join(server.DetectOrder, ", "), plugin.Prefix, nf.Name)

@@ -1,7 +1,6 @@
 package servecmd
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,11 +13,9 @@ import (
 
 func parse(t *testing.T, args ...string) *Options {
 	t.Helper()
-	f := &cmdutil.Factory{IO: &cmdutil.IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}}
-	var got *Options
-	cmd := NewCmd(f, func(o *Options) error { got = o; return nil })
-	cmd.SetArgs(args)
-	if err := cmd.Execute(); err != nil {
+	ios, _, _ := cmdutil.TestIO("")
+	got, err := cmdutil.ParseFlags(&cmdutil.Factory{IO: ios}, NewCmd, args...)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return got

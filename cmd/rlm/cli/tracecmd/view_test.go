@@ -12,8 +12,8 @@ import (
 )
 
 func testFactory() (*cmdutil.Factory, *bytes.Buffer, *bytes.Buffer) {
-	var out, errb bytes.Buffer
-	return &cmdutil.Factory{IO: &cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errb}}, &out, &errb
+	ios, out, errb := cmdutil.TestIO("")
+	return &cmdutil.Factory{IO: ios}, out, errb
 }
 
 func TestViewFlags(t *testing.T) {
@@ -30,12 +30,7 @@ func TestViewFlags(t *testing.T) {
 		{args: []string{}, errText: "accepts 1 arg"},
 	} {
 		f, _, _ := testFactory()
-		var got *ViewOptions
-		cmd := NewCmdView(f, func(o *ViewOptions) error { got = o; return nil })
-		cmd.SetArgs(tc.args)
-		cmd.SetOut(&bytes.Buffer{})
-		cmd.SetErr(&bytes.Buffer{})
-		err := cmd.Execute()
+		got, err := cmdutil.ParseFlags(f, NewCmdView, tc.args...)
 		if tc.errText != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.errText) {
 				t.Errorf("%v: error %v, want %q", tc.args, err, tc.errText)

@@ -1,4 +1,9 @@
-package plugin
+// Package launch starts runtime plugins for the host: it finds their
+// binaries on the plugin search path, starts each in a process group and a
+// private socket directory, completes go-plugin's handshake and turns its
+// failures into errors a user can act on. Plugins never import it (they use
+// core/plugin), so they link none of the sandbox code it reaches for.
+package launch
 
 import (
 	"bytes"
@@ -13,6 +18,7 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/rlmkit/rlm/core/isolate"
+	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/proctree"
 	pb "github.com/rlmkit/rlm/core/proto"
 )
@@ -67,13 +73,13 @@ func LaunchWithin(path string, start time.Duration) (*Plugin, error) {
 		// host's environment would override the one above: a plugin killed
 		// mid-run would then leave its workspaces in $TMPDIR.
 		SkipHostEnv:      true,
-		HandshakeConfig:  Handshake,
-		VersionedPlugins: pluginSets(nil),
+		HandshakeConfig:  plugin.Handshake,
+		VersionedPlugins: plugin.VersionedPlugins(nil),
 		Cmd:              cmd,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		Logger:           hostLogger(),
 		Stderr:           tail,
-		GRPCDialOptions:  DialOptions(),
+		GRPCDialOptions:  plugin.DialOptions(),
 		StartTimeout:     start,
 	})
 	p := &Plugin{Path: path, gp: gp, cmd: cmd, stderr: tail, sockDir: sockDir}
@@ -85,12 +91,10 @@ func LaunchWithin(path string, start time.Duration) (*Plugin, error) {
 		}
 		return nil, p.startError(err)
 	}
-	raw, err := rpc.Dispense(pluginKey)
-	if err != nil {
+	if p.Client, err = plugin.Dispense(rpc); err != nil {
 		p.Kill()
 		return nil, p.startError(err)
 	}
-	p.Client = raw.(pb.RuntimeClient)
 	return p, nil
 }
 
@@ -100,7 +104,7 @@ func (p *Plugin) startError(err error) error {
 	lower := strings.ToLower(msg)
 	switch {
 	case strings.Contains(lower, "incompatible api version"):
-		msg = fmt.Sprintf("speaks another protocol version (%s); this rlm speaks version %d: update the plugin or rlm", firstLine(msg), ProtocolVersion)
+		msg = fmt.Sprintf("speaks another protocol version (%s); this rlm speaks version %d: update the plugin or rlm", firstLine(msg), plugin.ProtocolVersion)
 	case strings.Contains(lower, "unrecognized remote plugin message"):
 		// The first stdout line, which should have been the handshake.
 		_, line, _ := strings.Cut(msg, "message:")

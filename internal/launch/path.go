@@ -1,4 +1,4 @@
-package plugin
+package launch
 
 import (
 	"fmt"
@@ -6,10 +6,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-)
 
-// Prefix starts every plugin executable's name.
-const Prefix = "rlm-plugin-"
+	"github.com/rlmkit/rlm/core/plugin"
+)
 
 // SearchPath is the ordered list of directories rlm looks in for plugins.
 type SearchPath []string
@@ -52,13 +51,13 @@ type NotFoundError struct {
 
 func (e *NotFoundError) Error() string {
 	return fmt.Sprintf("no plugin for runtime %q: looked for %s%s in %s; build it with `make build` or set RLM_PLUGIN_PATH",
-		e.Name, Prefix, e.Name, strings.Join(e.Looked, ", "))
+		e.Name, plugin.Prefix, e.Name, strings.Join(e.Looked, ", "))
 }
 
 // Find returns the first executable named rlm-plugin-NAME on the path.
 func (sp SearchPath) Find(name string) (string, error) {
 	for _, dir := range sp {
-		p := filepath.Join(dir, Prefix+name)
+		p := filepath.Join(dir, plugin.Prefix+name)
 		if isExecutable(p) {
 			return p, nil
 		}
@@ -82,7 +81,7 @@ func (sp SearchPath) All() []Found {
 			continue
 		}
 		for _, e := range entries {
-			name, ok := strings.CutPrefix(e.Name(), Prefix)
+			name, ok := strings.CutPrefix(e.Name(), plugin.Prefix)
 			if !ok || name == "" || seen[name] {
 				continue
 			}
