@@ -128,7 +128,7 @@ func TestPluginSession(t *testing.T) {
 // The helpers a cell sees behave as sessiontest holds every Python to,
 // the native one included.
 func TestPluginHelpers(t *testing.T) {
-	s, err := launch(t).OpenSession(context.Background(), core.SessionOptions{
+	s, err := startRuntime(t).OpenSession(context.Background(), core.SessionOptions{
 		Context: &core.Context{Data: []byte(sessiontest.HelperContext), Kind: "text"},
 	})
 	if err != nil {

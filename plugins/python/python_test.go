@@ -125,7 +125,7 @@ func TestBridgesReachGo(t *testing.T) {
 
 // The helpers a cell sees behave as sessiontest holds every Python to.
 func TestHelpers(t *testing.T) {
-	sessiontest.CheckHelpers(t, open(t, launch(t), core.SessionOptions{
+	sessiontest.CheckHelpers(t, open(t, startRuntime(t), core.SessionOptions{
 		Context: &core.Context{Data: []byte(sessiontest.HelperContext)},
 	}))
 }
