@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/rlmkit/rlm/cmd/rlm/cli/root"
 	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/native"
+	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 )
@@ -138,7 +140,7 @@ func TestKilledSupervisorLeavesNothing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, func() bool { return len(procsWith(token)) > 0 }, "the program to start")
+			waitFor(t, func() bool { return running(token) }, "the program to start")
 			sup := supervisorPid(t)
 			if err := syscall.Kill(sup, sig); err != nil {
 				t.Fatal(err)
@@ -159,18 +161,8 @@ func TestKilledSupervisorLeavesNothing(t *testing.T) {
 func supervisorPid(t *testing.T) int {
 	t.Helper()
 	var found []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) && strings.Contains(cmdline(pid), native.HelperCommand) {
+	for pid := range proctree.Children() {
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); strings.Contains(string(b), native.HelperCommand) {
 			found = append(found, pid)
 		}
 	}
@@ -180,29 +172,8 @@ func supervisorPid(t *testing.T) int {
 	return found[0]
 }
 
-func cmdline(pid int) string {
-	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	return strings.ReplaceAll(string(b), "\x00", " ")
-}
-
-// procsWith lists the live processes whose command line contains s.
-func procsWith(s string) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && strings.Contains(string(st), ") Z ") {
-			continue // a zombie is dead
-		}
-		if strings.Contains(cmdline(pid), s) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
+// running reports whether a live process's command line contains s.
+func running(s string) bool { return exec.Command("pgrep", "-f", s).Run() == nil }
 
 func waitFor(t *testing.T, ok func() bool, what string) {
 	t.Helper()
@@ -217,7 +188,7 @@ func waitFor(t *testing.T, ok func() bool, what string) {
 // supervisor of this test, or a cgroup or mount of one of sups remains.
 func checkNothingLeft(t *testing.T, token string, sups ...int) {
 	t.Helper()
-	waitFor(t, func() bool { return len(procsWith(token)) == 0 }, "the program's processes to end")
+	waitFor(t, func() bool { return !running(token) }, "the program's processes to end")
 	for _, sup := range sups {
 		if _, err := os.Stat("/proc/" + strconv.Itoa(sup)); err == nil {
 			t.Errorf("supervisor %d still exists", sup)
