@@ -132,32 +132,22 @@ package isolate
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"time"
+
+	"github.com/rlmkit/rlm/core/isolation"
 )
 
-// Level is how strongly a program is isolated.
-type Level string
+// Level is how strongly a program is isolated (defined in core/isolation,
+// which names the levels without linking this package).
+type Level = isolation.Level
 
 // The isolation levels, weakest first.
 const (
-	LevelNone      Level = "none"
-	LevelProcess   Level = "process"
-	LevelNamespace Level = "namespace"
+	LevelNone      = isolation.None
+	LevelProcess   = isolation.Process
+	LevelNamespace = isolation.Namespace
 )
-
-// ParseLevel accepts "none", "process", "namespace" (and "" as "process", the
-// default a runtime gets when the caller says nothing).
-func ParseLevel(s string) (Level, error) {
-	switch Level(s) {
-	case "":
-		return LevelProcess, nil
-	case LevelNone, LevelProcess, LevelNamespace:
-		return Level(s), nil
-	}
-	return "", fmt.Errorf("unknown isolation level %q: use none, process or namespace", s)
-}
 
 // SandboxWorkdir is where the working directory appears inside a namespace
 // sandbox. It is a fixed path so programs and tracebacks look the same on
@@ -303,7 +293,7 @@ func (s *Spec) tmpBytes() int64 {
 // AvailableLevels lists the levels this host can enforce, weakest first.
 func AvailableLevels() []Level {
 	var out []Level
-	for _, l := range []Level{LevelNone, LevelProcess, LevelNamespace} {
+	for _, l := range isolation.Levels {
 		if Available(l) == nil {
 			out = append(out, l)
 		}

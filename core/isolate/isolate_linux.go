@@ -17,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/proctree"
 )
 
@@ -44,7 +45,7 @@ func Available(level Level) error {
 		return nil
 	case LevelNamespace:
 	default:
-		_, err := ParseLevel(string(level))
+		_, err := isolation.Parse(string(level))
 		return err
 	}
 	availMu.Lock()
@@ -196,7 +197,7 @@ func checkSpec(spec *Spec) error {
 	if spec.Level == "" {
 		spec.Level = LevelProcess
 	}
-	if _, err := ParseLevel(string(spec.Level)); err != nil {
+	if _, err := isolation.Parse(string(spec.Level)); err != nil {
 		return err
 	}
 	if len(spec.Argv) == 0 || spec.Argv[0] == "" {

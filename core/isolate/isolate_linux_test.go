@@ -835,17 +835,6 @@ func TestSeccompBlobsMatchBlocklist(t *testing.T) {
 	}
 }
 
-func TestParseLevel(t *testing.T) {
-	for in, want := range map[string]Level{"": LevelProcess, "none": LevelNone, "process": LevelProcess, "namespace": LevelNamespace} {
-		if got, err := ParseLevel(in); err != nil || got != want {
-			t.Errorf("ParseLevel(%q) = %v, %v", in, got, err)
-		}
-	}
-	if _, err := ParseLevel("docker"); err == nil {
-		t.Error("ParseLevel(docker) should fail")
-	}
-}
-
 // hostUIDFor is the host uid a namespace sandbox runs as.
 func hostUIDFor() int {
 	if os.Geteuid() == 0 {

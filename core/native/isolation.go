@@ -1,89 +1,12 @@
 package native
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
-	"github.com/rlmkit/rlm/core/isolate"
-	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
-	"github.com/rlmkit/rlm/core/warm"
 )
-
-// isolatedSpawner starts programs through core/isolate. It is what every
-// native runtime's program mode uses unless the request asks for no
-// isolation, so the python fork server (which would hand the program an
-// unconstrained interpreter) is only ever used at level none.
-type isolatedSpawner struct {
-	ctx    context.Context
-	level  isolate.Level
-	limits *pb.Limits
-	ro     []string
-}
-
-// Spawn implements program.Spawner.
-func (s *isolatedSpawner) Spawn(argv []string, dir string, env []string, stdin, stdout, stderr *os.File) (program.Process, error) {
-	l := s.limits
-	spec := isolate.Spec{
-		Level:         s.level,
-		Argv:          argv,
-		Env:           env,
-		Dir:           dir,
-		ReadOnlyPaths: s.ro,
-		MemoryBytes:   l.GetMemoryBytes(),
-		MaxProcesses:  l.GetMaxProcesses(),
-		CPUSeconds:    (l.GetCpuMs() + 999) / 1000,
-		DiskBytes:     l.GetMaxDiskBytes(),
-		// One file can never be larger than the whole directory; without a
-		// tmpfs (level process as non-root is refused DiskBytes) this is
-		// also what keeps a single huge file from filling the host disk.
-		FileSizeBytes: l.GetMaxDiskBytes(),
-		AllowNetwork:  l.GetAllowNetwork(),
-	}
-	cmd, err := isolate.Command(s.ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-	if err := cmd.Start(); err != nil {
-		_ = cmd.Cleanup()
-		return nil, err
-	}
-	return &isolatedProcess{cmd: cmd, level: s.level}, nil
-}
-
-type isolatedProcess struct {
-	cmd   *isolate.Cmd
-	level isolate.Level
-}
-
-func (p *isolatedProcess) Pid() int { return p.cmd.Pid() }
-
-func (p *isolatedProcess) Kill() { _ = p.cmd.Kill() }
-
-func (p *isolatedProcess) Wait() (program.Exit, error) {
-	err := p.cmd.Wait()
-	o := p.cmd.Outcome()
-	ex := program.Exit{
-		Code:            o.ExitCode,
-		PeakMemoryBytes: o.PeakMemoryBytes,
-		Isolation:       string(p.level),
-		EndedBy:         EndedBy(o.Ending),
-	}
-	if o.Signal != "" {
-		ex.Signal = syscall.Signal(o.SignalNumber)
-		ex.Code = 0
-	}
-	return ex, err
-}
-
-// EndedBy maps isolate's endings onto the wire's; exit and signal are left
-// to the caller, which knows them from the status (ENDED_BY_UNSPECIFIED).
-func EndedBy(e isolate.Ending) pb.EndedBy { return warm.EndedBy(e) }
 
 // ReadOnlyPaths is what a namespace sandbox must show of the host for the
 // runtime to start: the installation prefix of an interpreter kept outside

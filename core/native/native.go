@@ -18,11 +18,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rlmkit/rlm/core/install"
-	"github.com/rlmkit/rlm/core/isolate"
+	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
-	"github.com/rlmkit/rlm/core/warm"
 )
 
 // Version is the plugin version reported by Info; set by the build.
@@ -59,15 +58,15 @@ type Runtime struct {
 	InstallEnv func(dir string, ws *program.Workspace) []string
 	// SessionLevels are the isolation levels the runtime's REPL sessions
 	// enforce, for a runtime that offers them (its own Session); Info
-	// declares those of them this host supports. Programs need no such
-	// list: Run enforces every level core/isolate has here.
-	SessionLevels []isolate.Level
-	// Warm, when set, lets programs run under isolation namespace in warm
-	// sandboxes (core/warm) once the plugin serves more than one run: it
-	// says how the sandbox's worker runs the program (the mode and the
-	// worker's interpreter) and what else of the host it must show; false
-	// keeps a sandbox per run (no Python for the worker, say).
-	Warm func(t toolpath.Tool) (warm.Config, bool)
+	// declares those of them the Sandbox supports here. Programs need no
+	// such list: Run enforces every level the Sandbox has.
+	SessionLevels []isolation.Level
+	// Sandbox runs programs at levels above none. Nil means the host's
+	// sandbox supervisor (`rlm __sandbox`, see HelperSandbox), so a plugin
+	// that sets nothing is sandboxed without linking the sandbox code; the
+	// built-in plugins set core/native/inproc's, which runs it in process
+	// and keeps sandboxes warm.
+	Sandbox Sandbox
 }
 
 // Server serves the runtime service for a Runtime. Plugins embed it and
@@ -100,10 +99,10 @@ func (s *Server) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error
 		FileExtension:   s.RT.Ext,
 		Capabilities:    s.RT.Capabilities,
 		Backend:         "native",
-		IsolationLevels: levelNames(isolate.AvailableLevels()),
+		IsolationLevels: levelNames(s.sandbox().Levels()),
 	}
 	for _, l := range s.RT.SessionLevels {
-		if isolate.Available(l) == nil {
+		if s.sandbox().Available(l) == nil {
 			r.SessionIsolationLevels = append(r.SessionIsolationLevels, string(l))
 		}
 	}
@@ -123,11 +122,11 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "%s runtime unavailable: %v", s.RT.Name, err)
 	}
-	level, err := isolate.ParseLevel(req.GetLimits().GetIsolation())
+	level, err := isolation.Parse(req.GetLimits().GetIsolation())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if err := isolate.Available(level); err != nil {
+	if err := s.sandbox().Available(level); err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "isolation %s: %v", level, err)
 	}
 	ws, err := program.NewWorkspace(req, s.RT.CodeFile)
@@ -188,17 +187,17 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	argv := s.RT.Argv(t, ws, req)
 	var sp program.Spawner
 	switch {
-	case level != isolate.LevelNone:
-		own := inst != nil || ctxFile != "" // what a shared sandbox cannot show
+	case level != isolation.None:
 		if filepath.IsAbs(argv[0]) && !strings.HasPrefix(argv[0], ws.Dir+"/") {
 			ro = append(ro, argv[0]) // a compiled program (golang's cache)
 		}
-		sp = &isolatedSpawner{ctx: ctx, level: level, limits: req.GetLimits(), ro: ReadOnlyPaths(t, append(ro, ctxFile)...)}
-		if !own {
-			if w := s.warmSpawner(ctx, t, level, req, sp); w != nil {
-				sp = w
-			}
-		}
+		sp = s.sandbox().Spawner(ctx, SandboxRun{
+			Spec:        NewSandboxSpec(level, req.GetLimits(), ReadOnlyPaths(t, append(ro, ctxFile)...)),
+			Tool:        t,
+			Limits:      req.GetLimits(),
+			ReturnFiles: req.GetReturnFiles(),
+			Shared:      inst == nil && ctxFile == "",
+		})
 	case s.RT.Spawner != nil:
 		sp = s.RT.Spawner(t, req)
 	}
@@ -219,33 +218,6 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	}
 	ws.Finish(res)
 	return res, nil
-}
-
-// warmSpawner returns a spawner that runs the program in a warm sandbox
-// (core/warm), or nil to build a sandbox for this run alone. Only
-// namespace runs qualify (the warm path gives exactly that level), and only
-// runs whose sandbox needs nothing particular to them (installed
-// requirements or a context file would each need a sandbox of their own;
-// the runtime's Warm says whether its program is visible in the shared one).
-func (s *Server) warmSpawner(ctx context.Context, t toolpath.Tool, level isolate.Level, req *pb.RunRequest, cold program.Spawner) program.Spawner {
-	if level != isolate.LevelNamespace || s.RT.Warm == nil || warm.Disabled() {
-		return nil
-	}
-	cfg, ok := s.RT.Warm(t)
-	if !ok {
-		return nil
-	}
-	l := req.GetLimits()
-	cfg.ReadOnlyPaths = ReadOnlyPaths(t, cfg.ReadOnlyPaths...)
-	// The working directory's cap is the sandbox's, so runs share a
-	// sandbox only with runs that get the same cap cold.
-	cfg.DiskBytes = isolate.WorkspaceBytes(isolate.Spec{DiskBytes: l.GetMaxDiskBytes(), MemoryBytes: l.GetMemoryBytes()})
-	cfg.AllowNetwork = l.GetAllowNetwork()
-	pool := warm.For(cfg)
-	if !pool.Ready() {
-		return nil
-	}
-	return pool.Spawner(ctx, warm.Run{Limits: l, ReturnFiles: req.GetReturnFiles(), Fallback: cold})
 }
 
 func writeContext(c *pb.Context) (string, error) {
@@ -327,7 +299,7 @@ func (s *Server) CheckCommand(ctx context.Context, code string, c Check) (*pb.Ch
 	return &pb.CheckResponse{Ok: true}, nil
 }
 
-func levelNames(levels []isolate.Level) []string {
+func levelNames(levels []isolation.Level) []string {
 	out := make([]string, len(levels))
 	for i, l := range levels {
 		out[i] = string(l)

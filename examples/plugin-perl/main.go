@@ -6,11 +6,15 @@
 //   - core/native is the body every plugin that runs a local interpreter
 //     shares: Info, and a Run that gives each program a private working
 //     directory, capped output, the wall-clock limit, the produced files,
-//     and the host's sandbox (core/isolate) at the level the host asks
-//     for: none, process (rlimits, memory and process caps in cgroups) or
-//     namespace (bubblewrap: no network, the host read-only, uid 65534,
-//     seccomp). Info declares exactly the levels this host can enforce,
-//     and rlm holds the plugin to them;
+//     and the host's sandbox at the level the host asks for: none, process
+//     (rlimits, memory and process caps in cgroups) or namespace
+//     (bubblewrap: no network, the host read-only, uid 65534, seccomp).
+//     The plugin links no sandbox code: runtime sets no Sandbox, so each
+//     sandboxed program is run by the rlm binary that started the plugin
+//     (`rlm __sandbox`, named in $RLM_SANDBOX_HELPER). Info declares
+//     exactly the levels that supervisor can enforce on this host (only
+//     none when the plugin is started by anything but rlm), and rlm holds
+//     the plugin to them;
 //   - core/toolpath finds perl and caches its version.
 //
 // A plugin that runs programs some other way must declare only the levels
@@ -50,7 +54,8 @@ func probe(path string) (toolpath.Tool, error) {
 }
 
 // runtime is all that is perl-specific: the tool, the code file and the
-// command line. Everything else, the sandbox included, is core/native's.
+// command line. Everything else, the sandbox included, is core/native's
+// (the sandbox by way of rlm's supervisor).
 var runtime = &native.Runtime{
 	Name:     "perl",
 	Language: "perl",

@@ -40,6 +40,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rlmkit/rlm/core/native"
+	"github.com/rlmkit/rlm/core/native/inproc"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/program"
@@ -219,6 +220,7 @@ var Runtime = &native.Runtime{
 	Argv: func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string {
 		return append([]string{BinaryPath(t, string(req.GetCode()))}, pb.Strings(req.GetArgs())...)
 	},
+	Sandbox:      &inproc.Sandbox{},
 	Capabilities: []string{"program", "check", "files"},
 }
 

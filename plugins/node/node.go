@@ -10,6 +10,7 @@ import (
 
 	"github.com/rlmkit/rlm/core/install"
 	"github.com/rlmkit/rlm/core/native"
+	"github.com/rlmkit/rlm/core/native/inproc"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/program"
@@ -91,7 +92,7 @@ var Runtime = &native.Runtime{
 	// Programs under namespace run in warm sandboxes (as bash's do): the
 	// worker execs node for each program. A run with requirements gets a
 	// sandbox of its own.
-	Warm: warm.ExecConfig,
+	Sandbox: &inproc.Sandbox{Warm: warm.ExecConfig},
 }
 
 // Server is the node plugin's runtime service.

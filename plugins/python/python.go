@@ -12,6 +12,7 @@ import (
 
 	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/native"
+	"github.com/rlmkit/rlm/core/native/inproc"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/program"
@@ -74,9 +75,9 @@ var Runtime = &native.Runtime{
 	},
 	// Programs under namespace run in warm sandboxes: the worker is this
 	// interpreter, and each program the file run as __main__ in its fork.
-	Warm: func(t toolpath.Tool) (warm.Config, bool) {
+	Sandbox: &inproc.Sandbox{Warm: func(t toolpath.Tool) (warm.Config, bool) {
 		return warm.Config{Mode: warm.ModePython, Python: t.Exe}, true
-	},
+	}},
 	Installer:    installer,
 	InstallEnv:   useInstalled,
 	Capabilities: []string{"program", "repl", "check", "files", "requirements"},

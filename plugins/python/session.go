@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core/isolate"
+	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core/warm"
 	"github.com/rlmkit/rlm/plugins/python/internal/repl"
 )
 
@@ -124,7 +126,7 @@ func (w *workdir) get() string {
 // CPU time is not limited: it would add up over every cell of the session
 // (each cell's wall clock is).
 func sessionIsolation(l *pb.Limits, readOnly []string, started func(*isolate.Cmd)) (isolate.Level, repl.Launcher, []repl.Rlimit, error) {
-	level, err := isolate.ParseLevel(l.GetIsolation())
+	level, err := isolation.Parse(l.GetIsolation())
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -189,7 +191,7 @@ func (p *isolatedProc) Kill() { _ = p.cmd.Kill() }
 func (p *isolatedProc) Wait() repl.Exit {
 	_ = p.cmd.Wait()
 	o := p.cmd.Outcome()
-	ex := repl.Exit{Code: int32(o.ExitCode), Desc: fmt.Sprintf("exit status %d", o.ExitCode), EndedBy: native.EndedBy(o.Ending)}
+	ex := repl.Exit{Code: int32(o.ExitCode), Desc: fmt.Sprintf("exit status %d", o.ExitCode), EndedBy: warm.EndedBy(o.Ending)}
 	if o.Signal != "" {
 		ex.Signal, ex.Code, ex.Desc = o.Signal, 128+int32(o.SignalNumber), "killed by "+o.Signal
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 
 	"github.com/rlmkit/rlm/core/native"
+	"github.com/rlmkit/rlm/core/native/inproc"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/program"
@@ -38,7 +39,7 @@ var Runtime = &native.Runtime{
 	Capabilities: []string{"program", "check", "files"},
 	// Programs under namespace run in warm sandboxes when the host has a
 	// python3 for the worker, which execs bash for each script.
-	Warm: warm.ExecConfig,
+	Sandbox: &inproc.Sandbox{Warm: warm.ExecConfig},
 }
 
 // Server is the shell plugin's runtime service.

@@ -18,6 +18,7 @@ import (
 	"github.com/rlmkit/rlm/cmd/rlm/cli/execcmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/mcpcmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/pluginscmd"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/sandboxcmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/servecmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/versioncmd"
 	"github.com/rlmkit/rlm/core/daemon"
@@ -49,6 +50,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 		servecmd.NewCmd(f, nil),
 		mcpcmd.NewCmd(f, nil),
 		daemoncmd.NewCmd(f, nil),
+		sandboxcmd.NewCmd(f),
 	)
 	return cmd
 }
@@ -56,6 +58,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 // Main runs rlm with args and returns the exit code.
 func Main(args []string) int {
 	proctree.KeepDescriptorsHome()
+	sandboxcmd.SetHelper()
 	return Run(args, cmdutil.System(), nil)
 }
 

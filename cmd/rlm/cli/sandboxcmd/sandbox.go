@@ -1,0 +1,57 @@
+// Package sandboxcmd implements `rlm __sandbox`, the host's sandbox
+// supervisor: a plugin that links no sandbox code (core/native's default,
+// HelperSandbox) runs each sandboxed program through it, so it gets the
+// same core/isolate sandbox as the built-in plugins. It is hidden: only
+// plugins call it, through $RLM_SANDBOX_HELPER, which rlm sets (SetHelper).
+package sandboxcmd
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
+	"github.com/rlmkit/rlm/core/isolate"
+	"github.com/rlmkit/rlm/core/native"
+	"github.com/rlmkit/rlm/core/native/inproc"
+)
+
+// NewCmd builds the command. Without --levels it runs one program: the
+// spec on descriptor 3, reports on descriptor 4, and its own standard files
+// are the program's (see native.HelperReport). SIGTERM or SIGINT (the
+// command's context) kills the sandbox, which is still cleaned up and
+// reported.
+func NewCmd(f *cmdutil.Factory) *cobra.Command {
+	var levels bool
+	cmd := &cobra.Command{
+		Use:    native.HelperCommand,
+		Short:  "Supervise one sandboxed program for a plugin (internal)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if levels {
+				for _, l := range isolate.AvailableLevels() {
+					fmt.Fprintln(f.IO.Out, l)
+				}
+				return nil
+			}
+			spec := os.NewFile(native.HelperSpecFD, "sandbox-spec")
+			report := os.NewFile(native.HelperReportFD, "sandbox-report")
+			defer spec.Close()
+			defer report.Close()
+			return inproc.Supervise(cmd.Context(), spec, report, os.Stdin, os.Stdout, os.Stderr)
+		},
+	}
+	cmd.Flags().BoolVar(&levels, "levels", false, "list the isolation levels this host enforces, one a line")
+	return cmd
+}
+
+// SetHelper tells the plugins rlm starts where the supervisor is: this
+// binary, in $RLM_SANDBOX_HELPER, which every plugin inherits and no
+// program does (core/program's BaseEnv scrubs it).
+func SetHelper() {
+	if exe, err := os.Executable(); err == nil {
+		_ = os.Setenv(native.HelperEnv, exe)
+	}
+}
