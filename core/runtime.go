@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/rlmkit/rlm/core/ending"
 	pb "github.com/rlmkit/rlm/core/proto"
 )
 
@@ -107,7 +108,7 @@ func (r *Runtime) Run(ctx context.Context, p Program) (*Result, error) {
 	res, err := r.Client.Run(ctx, req, grpc.Header(&hdr))
 	if err != nil {
 		if lost := RunLost(ctx, err, hdr); lost != "" {
-			return &Result{EndedBy: "crashed", ExitCode: -1, Backend: r.Backend,
+			return &Result{EndedBy: ending.Crashed, ExitCode: -1, Backend: r.Backend,
 				Error: fmt.Sprintf("the %s runtime (%s) exited while the program was running (%s); %s", r.Name, r.Backend, lost, PartlyRun)}, nil
 		}
 		return nil, rpcError(err)

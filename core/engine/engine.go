@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/llm"
 )
 
@@ -425,7 +426,7 @@ func formatResult(res *core.Result, max int) (string, bool) {
 		if res.StateLost {
 			b.WriteString("\nThe REPL was restarted: every variable is gone except context and the helpers.")
 		}
-	case res.EndedBy != "" && res.EndedBy != "exit":
+	case res.EndedBy != "" && res.EndedBy != ending.Exit:
 		failed = true
 		fmt.Fprintf(&b, "\n[error] the block ended by %s", res.EndedBy)
 	}

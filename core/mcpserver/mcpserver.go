@@ -333,8 +333,8 @@ func Summary(r *server.ExecuteResponse) string {
 	}
 	section("stdout", r.Stdout, r.StdoutOmitted)
 	section("stderr", r.Stderr, r.StderrOmitted)
-	if r.Result != nil {
-		section("result", *r.Result, 0)
+	if r.Repr != nil {
+		section("result", *r.Repr, 0)
 	}
 	if len(r.FilesProduced) > 0 {
 		names := make([]string, 0, len(r.FilesProduced))

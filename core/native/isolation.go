@@ -11,7 +11,6 @@ import (
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
-	"github.com/rlmkit/rlm/core/warm"
 )
 
 // isolatedSpawner starts programs through core/isolate. It is what every
@@ -72,7 +71,7 @@ func (p *isolatedProcess) Wait() (program.Exit, error) {
 		Code:            o.ExitCode,
 		PeakMemoryBytes: o.PeakMemoryBytes,
 		Isolation:       string(p.level),
-		EndedBy:         EndedBy(o.Ending),
+		EndedBy:         o.Ending,
 	}
 	if o.Signal != "" {
 		ex.Signal = syscall.Signal(o.SignalNumber)
@@ -80,10 +79,6 @@ func (p *isolatedProcess) Wait() (program.Exit, error) {
 	}
 	return ex, err
 }
-
-// EndedBy maps isolate's endings onto the wire's; exit and signal are left
-// to the caller, which knows them from the status (ENDED_BY_UNSPECIFIED).
-func EndedBy(e isolate.Ending) pb.EndedBy { return warm.EndedBy(e) }
 
 // ReadOnlyPaths is what a namespace sandbox must show of the host for the
 // runtime to start: the installation prefix of an interpreter kept outside
