@@ -156,6 +156,11 @@ func (r *Runtime) Check(ctx context.Context, code string) (ok bool, msg string, 
 // ErrUnsupported is returned for an operation the runtime does not offer.
 var ErrUnsupported = errors.New("not supported by this runtime")
 
+// ErrRuntimeLost is wrapped by the error of a call whose plugin or daemon
+// went away (gRPC Unavailable): a caller that keeps a runtime, such as the
+// HTTP server, checks it with errors.Is and launches the plugin again.
+var ErrRuntimeLost = errors.New("runtime connection lost (the plugin or daemon exited)")
+
 // rpcError turns gRPC status errors into plain errors a user can read.
 func rpcError(err error) error {
 	if err == nil {
@@ -169,7 +174,7 @@ func rpcError(err error) error {
 	case codes.Unimplemented:
 		return fmt.Errorf("%w: %s", ErrUnsupported, st.Message())
 	case codes.Unavailable:
-		return fmt.Errorf("runtime connection lost (the plugin or daemon exited): %s", st.Message())
+		return fmt.Errorf("%w: %s", ErrRuntimeLost, st.Message())
 	case codes.Canceled:
 		return context.Canceled
 	case codes.DeadlineExceeded:
