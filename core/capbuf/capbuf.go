@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"math"
 	"sync"
+
+	"github.com/rlmkit/rlm/core/defaults"
 )
 
 // DefaultMax is the per-stream budget when the caller sets none.
-const DefaultMax = 1 << 20
+const DefaultMax = defaults.MaxOutputBytes
 
 // Buffer is an io.Writer that keeps at most Max bytes: the first half of the
 // budget as written, the second half as a ring of the latest bytes. Writing

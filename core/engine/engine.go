@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/llm"
 )
@@ -54,7 +55,7 @@ type Options struct {
 	// and tail (default [DefaultMaxOutputChars]).
 	MaxOutputChars int
 	// MaxConcurrent bounds the queries of one batched call in flight
-	// (default [DefaultMaxConcurrent]).
+	// (default [defaults.BatchConcurrency]).
 	MaxConcurrent int
 	// MaxTokensPerCall caps each model reply (0: the provider default).
 	MaxTokensPerCall int
@@ -74,7 +75,6 @@ type Options struct {
 // Defaults for [Options].
 const (
 	DefaultMaxOutputChars = 20_000
-	DefaultMaxConcurrent  = 16
 )
 
 // Answer sources.
@@ -144,7 +144,7 @@ func New(opts Options) (*Engine, error) {
 		opts.MaxOutputChars = DefaultMaxOutputChars
 	}
 	if opts.MaxConcurrent <= 0 {
-		opts.MaxConcurrent = DefaultMaxConcurrent
+		opts.MaxConcurrent = defaults.BatchConcurrency
 	}
 	if opts.SystemPrompt == "" {
 		opts.SystemPrompt = SystemPrompt

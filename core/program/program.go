@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core/capbuf"
+	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/proctree"
 	pb "github.com/rlmkit/rlm/core/proto"
@@ -36,7 +37,6 @@ import (
 
 // Defaults applied when a request's limit is zero.
 const (
-	DefaultWall     = 30 * time.Second
 	DefaultMaxFiles = 100
 	DefaultMaxFile  = 10 << 20
 	// floodFactor × the kept budget (at least floodMin) of output ends a run.
@@ -200,7 +200,7 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 		wall = time.Duration(c.Limits.GetWallMs()) * time.Millisecond
 	}
 	if wall <= 0 {
-		wall = DefaultWall
+		wall = defaults.Timeout
 	}
 	maxOut := c.Limits.GetMaxOutputBytes()
 	stdout, stderr := capbuf.New(maxOut), capbuf.New(maxOut)

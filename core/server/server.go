@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/pool"
 	"github.com/rlmkit/rlm/docs"
 )
@@ -143,7 +144,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxTimeout = 5 * time.Minute
 	}
 	if cfg.DefaultTimeout <= 0 {
-		cfg.DefaultTimeout = 30 * time.Second
+		cfg.DefaultTimeout = defaults.Timeout
 	}
 	cfg.DefaultTimeout = min(cfg.DefaultTimeout, cfg.MaxTimeout)
 	if cfg.SessionIdle <= 0 {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core/capbuf"
+	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/fuel"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/memalloc"
@@ -62,7 +63,7 @@ type RunSpec struct {
 	// MemoryBytes caps the guest's linear memory; 0 means DefaultMemoryBytes.
 	MemoryBytes uint64
 	// MaxOutputBytes caps stdout and stderr each; 0 means
-	// DefaultMaxOutputBytes; negative means unlimited.
+	// defaults.MaxOutputBytes; negative means unlimited.
 	MaxOutputBytes int
 }
 
@@ -147,7 +148,7 @@ func (s *RunSpec) limits() (fuelLimit int64, mem uint64, out int) {
 	mem = min(mem, MaxMemoryBytes)
 	out = s.MaxOutputBytes
 	if out == 0 {
-		out = DefaultMaxOutputBytes
+		out = defaults.MaxOutputBytes
 	} // negative: capbuf keeps everything
 	return
 }
@@ -515,7 +516,7 @@ else:
     sys.stdout.write('OK')
 `
 	res, err := r.exec(ctx, execSpec{
-		spec:  &RunSpec{Fuel: DefaultFuel, Timeout: 30 * time.Second, MaxOutputBytes: 64 << 10},
+		spec:  &RunSpec{Fuel: DefaultFuel, Timeout: defaults.Timeout, MaxOutputBytes: 64 << 10},
 		args:  []string{"python", "-S", "-u", "-B", "-c", checker},
 		code:  []byte(code),
 		quiet: true,

@@ -73,6 +73,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/proto"
 )
 
@@ -115,7 +116,7 @@ type Rlimit struct {
 
 // DefaultMaxOutputBytes and DefaultGrace are the zero-value defaults.
 const (
-	DefaultMaxOutputBytes = 1 << 20
+	DefaultMaxOutputBytes = defaults.MaxOutputBytes
 	DefaultGrace          = 2 * time.Second
 )
 
