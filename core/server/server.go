@@ -48,6 +48,7 @@ import (
 	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/pool"
 	"github.com/rlmkit/rlm/docs"
+	"github.com/rlmkit/rlm/internal/version"
 )
 
 // Config configures a Server. Zero values take the defaults noted.
@@ -157,7 +158,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Version == "" {
-		cfg.Version = "dev"
+		cfg.Version = version.String()
 	}
 	s := &Server{
 		cfg:     cfg,

@@ -53,6 +53,7 @@ func probe(path string) (toolpath.Tool, error) {
 // command line. Everything else, the sandbox included, is core/native's.
 var runtime = &native.Runtime{
 	Name:     "perl",
+	Version:  version,
 	Language: "perl",
 	Ext:      ".pl",
 	CodeFile: "main.pl",
@@ -76,7 +77,6 @@ func (s *server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResp
 }
 
 func main() {
-	native.Version = version
 	// Grandchildren that escape the program's process group are re-parented
 	// here and killed after each run instead of outliving it.
 	_ = proctree.BecomeSubreaper()

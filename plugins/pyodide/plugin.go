@@ -15,10 +15,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/version"
 )
 
 // Server serves the runtime service with CPython-on-WASI. One Runner (the
@@ -43,7 +43,7 @@ func (s *Server) get(ctx context.Context) (*Runner, error) {
 // how to build one.
 func (s *Server) Info(ctx context.Context, _ *pb.InfoRequest) (*pb.InfoResponse, error) {
 	r := &pb.InfoResponse{
-		Name: "pyodide", PluginVersion: native.Version, Language: "python", FileExtension: ".py",
+		Name: "pyodide", PluginVersion: version.String(), Language: "python", FileExtension: ".py",
 		Capabilities: []string{"repl", "program", "fuel", "files", "check"}, Backend: "pyodide",
 		IsolationLevels: []string{"wasm"},
 		// Sessions run in the same WebAssembly sandbox as programs.
