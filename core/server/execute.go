@@ -51,8 +51,9 @@ type ExecuteRequest struct {
 // clients keep working. Its files_produced replaces the Result's: the
 // earlier server's map of path to base64 content.
 type ExecuteResponse struct {
-	core.Result
+	// Status comes first, as in the earlier server's answers.
 	Status string `json:"status"`
+	core.Result
 	// ExecutionTimeMs is duration_ms under the earlier server's name.
 	ExecutionTimeMs int64 `json:"execution_time_ms"`
 	// FilesProduced maps a path relative to $OUTPUT_DIR to base64 content.
