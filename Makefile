@@ -3,7 +3,7 @@
 GO      ?= go
 BIN     ?= $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/rlmkit/rlm/core/native.Version=$(VERSION)
+LDFLAGS := -s -w -X github.com/rlmkit/rlm/internal/version.Version=$(VERSION)
 # staticcheck is installed (pinned) by .ci/setup.
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 PLUGINS := $(wildcard plugins/*/cmd/rlm-plugin-*)

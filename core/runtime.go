@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/rlmkit/rlm/core/ending"
 	pb "github.com/rlmkit/rlm/core/proto"
 )
 
@@ -107,7 +108,7 @@ func (r *Runtime) Run(ctx context.Context, p Program) (*Result, error) {
 	res, err := r.Client.Run(ctx, req, grpc.Header(&hdr))
 	if err != nil {
 		if lost := RunLost(ctx, err, hdr); lost != "" {
-			return &Result{EndedBy: "crashed", ExitCode: -1, Backend: r.Backend,
+			return &Result{EndedBy: ending.Crashed, ExitCode: -1, Backend: r.Backend,
 				Error: fmt.Sprintf("the %s runtime (%s) exited while the program was running (%s); %s", r.Name, r.Backend, lost, PartlyRun)}, nil
 		}
 		return nil, rpcError(err)
@@ -155,6 +156,11 @@ func (r *Runtime) Check(ctx context.Context, code string) (ok bool, msg string, 
 // ErrUnsupported is returned for an operation the runtime does not offer.
 var ErrUnsupported = errors.New("not supported by this runtime")
 
+// ErrRuntimeLost is wrapped by the error of a call whose plugin or daemon
+// went away (gRPC Unavailable): a caller that keeps a runtime, such as the
+// HTTP server, checks it with errors.Is and launches the plugin again.
+var ErrRuntimeLost = errors.New("runtime connection lost (the plugin or daemon exited)")
+
 // rpcError turns gRPC status errors into plain errors a user can read.
 func rpcError(err error) error {
 	if err == nil {
@@ -168,7 +174,7 @@ func rpcError(err error) error {
 	case codes.Unimplemented:
 		return fmt.Errorf("%w: %s", ErrUnsupported, st.Message())
 	case codes.Unavailable:
-		return fmt.Errorf("runtime connection lost (the plugin or daemon exited): %s", st.Message())
+		return fmt.Errorf("%w: %s", ErrRuntimeLost, st.Message())
 	case codes.Canceled:
 		return context.Canceled
 	case codes.DeadlineExceeded:

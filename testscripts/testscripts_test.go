@@ -137,6 +137,7 @@ func params(dir string) testscript.Params {
 			"waitfor":    cmdWaitFor,
 			"http":       cmdHTTP,
 			"jsonvar":    cmdJSONVar,
+			"resultkeys": cmdResultKeys,
 			"signal":     cmdSignal,
 			// daemon scripts (daemon_cmds_test.go)
 			"daemonprocs": cmdDaemonProcs,

@@ -8,10 +8,12 @@ import (
 	"math"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/rlmkit/rlm/core/defaults"
 )
 
 // DefaultMax is the per-stream budget when the caller sets none.
-const DefaultMax = 1 << 20
+const DefaultMax = defaults.MaxOutputBytes
 
 // Buffer is an io.Writer that keeps at most Max bytes: the first half of the
 // budget as written, the second half as a ring of the latest bytes. Writing

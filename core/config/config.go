@@ -18,6 +18,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/llm"
 )
 
@@ -161,8 +162,8 @@ func Default() Config {
 		Backend:    "auto",
 		PluginDirs: []string{},
 		Limits: Limits{
-			Timeout:      Duration(30 * time.Second),
-			MaxOutput:    1 << 20,
+			Timeout:      Duration(defaults.Timeout),
+			MaxOutput:    defaults.MaxOutputBytes,
 			Isolation:    DefaultIsolation,
 			Memory:       1 << 30,
 			MaxProcesses: 256,
@@ -174,7 +175,7 @@ func Default() Config {
 			MaxTime:        Duration(30 * time.Minute),
 			MaxErrors:      5,
 			MaxOutputChars: 20000,
-			MaxConcurrent:  16,
+			MaxConcurrent:  defaults.BatchConcurrency,
 		},
 		Providers: map[string]Provider{},
 		Pricing:   map[string]llm.Price{},

@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/defaults"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/llm"
 )
 
@@ -53,7 +55,7 @@ type Options struct {
 	// and tail (default [DefaultMaxOutputChars]).
 	MaxOutputChars int
 	// MaxConcurrent bounds the queries of one batched call in flight
-	// (default [DefaultMaxConcurrent]).
+	// (default [defaults.BatchConcurrency]).
 	MaxConcurrent int
 	// MaxTokensPerCall caps each model reply (0: the provider default).
 	MaxTokensPerCall int
@@ -73,7 +75,6 @@ type Options struct {
 // Defaults for [Options].
 const (
 	DefaultMaxOutputChars = 20_000
-	DefaultMaxConcurrent  = 16
 )
 
 // Answer sources.
@@ -143,7 +144,7 @@ func New(opts Options) (*Engine, error) {
 		opts.MaxOutputChars = DefaultMaxOutputChars
 	}
 	if opts.MaxConcurrent <= 0 {
-		opts.MaxConcurrent = DefaultMaxConcurrent
+		opts.MaxConcurrent = defaults.BatchConcurrency
 	}
 	if opts.SystemPrompt == "" {
 		opts.SystemPrompt = SystemPrompt
@@ -425,7 +426,7 @@ func formatResult(res *core.Result, max int) (string, bool) {
 		if res.StateLost {
 			b.WriteString("\nThe REPL was restarted: every variable is gone except context and the helpers.")
 		}
-	case res.EndedBy != "" && res.EndedBy != "exit":
+	case res.EndedBy != "" && res.EndedBy != ending.Exit:
 		failed = true
 		fmt.Fprintf(&b, "\n[error] the block ended by %s", res.EndedBy)
 	}

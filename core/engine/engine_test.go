@@ -519,9 +519,9 @@ func TestSandboxFailures(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	h = newHarness(t, func(llm.Request) (string, error) { return repl("print x"), nil })
-	h.factory.execErr = errors.New("runtime connection lost")
+	h.factory.execErr = fmt.Errorf("%w: EOF", core.ErrRuntimeLost)
 	_, err = h.run("t", "c")
-	if !errors.Is(err, ErrSandbox) || !strings.Contains(err.Error(), "runtime connection lost") {
+	if !errors.Is(err, ErrSandbox) || !errors.Is(err, core.ErrRuntimeLost) {
 		t.Fatalf("err = %v", err)
 	}
 }

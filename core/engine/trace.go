@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/llm"
 )
 
@@ -86,12 +87,12 @@ type Event struct {
 
 // CodeResult is the part of a cell's result a trace keeps.
 type CodeResult struct {
-	EndedBy    string `json:"ended_by"`
-	Error      string `json:"error,omitempty"`
-	DurationMs int64  `json:"duration_ms"`
-	TimedOut   bool   `json:"timed_out,omitempty"`
-	StateLost  bool   `json:"state_lost,omitempty"`
-	Truncated  bool   `json:"truncated,omitempty"`
+	EndedBy    ending.Reason `json:"ended_by"`
+	Error      string        `json:"error,omitempty"`
+	DurationMs int64         `json:"duration_ms"`
+	TimedOut   bool          `json:"timed_out,omitempty"`
+	StateLost  bool          `json:"state_lost,omitempty"`
+	Truncated  bool          `json:"truncated,omitempty"`
 }
 
 // RunConfig is the configuration recorded in run_start.

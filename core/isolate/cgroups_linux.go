@@ -3,6 +3,8 @@ package isolate
 import (
 	"syscall"
 	"time"
+
+	"github.com/rlmkit/rlm/core/ending"
 )
 
 // Cgroups are the memory and pids cgroups of one run whose process the
@@ -50,12 +52,12 @@ func (g *Cgroups) Kill() int {
 func (g *Cgroups) Stats() (oomKills, pidsMax, peak int64) { return g.rc.stats() }
 
 // Judge says how a run in these cgroups ended, from its main process's
-// wait status and CPU time, what killed it (EndedTimeout or
-// EndedCancelled when the caller did, "" otherwise), how many other
+// wait status and CPU time, what killed it (ending.Timeout or
+// ending.Cancelled when the caller did, "" otherwise), how many other
 // processes were still alive when it exited, and whether its working
 // directory was full. peakFallback is used when no memory cgroup knows the
 // peak (the process's maximum RSS).
-func (g *Cgroups) Judge(ws syscall.WaitStatus, cpu time.Duration, killedBy Ending, leftovers int, diskFull bool, peakFallback int64) Outcome {
+func (g *Cgroups) Judge(ws syscall.WaitStatus, cpu time.Duration, killedBy ending.Reason, leftovers int, diskFull bool, peakFallback int64) Outcome {
 	o := Outcome{ExitCode: ws.ExitStatus(), Enforced: g.enforced}
 	var sig syscall.Signal
 	if ws.Signaled() {
@@ -82,23 +84,23 @@ func (g *Cgroups) Remove() error { return g.rc.remove() }
 // judge is the one rule for how a run ended, shared by Cmd and Cgroups. A
 // limit counts only when the run did not end cleanly (a program may catch
 // a failed fork and exit 0).
-func judge(o Outcome, signaled bool, sig syscall.Signal, killedBy Ending, leftovers int, cpu time.Duration, cpuSeconds int64) Ending {
+func judge(o Outcome, signaled bool, sig syscall.Signal, killedBy ending.Reason, leftovers int, cpu time.Duration, cpuSeconds int64) ending.Reason {
 	cleanExit := !signaled && o.ExitCode == 0 && leftovers == 0
 	switch {
 	case o.MemoryLimitHit && !cleanExit:
-		return EndedMemoryLimit
+		return ending.MemoryLimit
 	case killedBy != "":
 		return killedBy
 	case signaled && (sig == syscall.SIGXCPU || (sig == syscall.SIGKILL && cpuSeconds > 0 && cpu >= time.Duration(cpuSeconds)*time.Second)):
-		return EndedCPULimit
+		return ending.CPULimit
 	case o.ProcessLimitHit && !cleanExit:
-		return EndedProcessLimit
+		return ending.ProcessLimit
 	case o.DiskLimitHit && !cleanExit:
-		return EndedDiskLimit
+		return ending.DiskLimit
 	case signaled:
-		return EndedSignal
+		return ending.Signal
 	}
-	return EndedExit
+	return ending.Exit
 }
 
 // RewritePaths returns list with every entry that is dir or a path below it

@@ -135,6 +135,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/isolation"
 )
 
@@ -232,25 +233,13 @@ func DefaultEnv(workdir string) []string {
 	}
 }
 
-// Ending says how a run ended.
-type Ending string
-
-// Endings reported by Outcome. Output limits are the caller's to enforce and
-// report (it owns the pipes).
-const (
-	EndedExit         Ending = "exit"          // the program exited by itself; see ExitCode
-	EndedSignal       Ending = "signal"        // killed by a signal it did not ask for from us; see Signal
-	EndedTimeout      Ending = "timeout"       // the context's deadline passed and the tree was killed
-	EndedCancelled    Ending = "cancelled"     // the context was cancelled, or Kill was called
-	EndedMemoryLimit  Ending = "memory_limit"  // the memory cgroup's OOM killer killed a process of the run
-	EndedProcessLimit Ending = "process_limit" // a fork failed at the process limit
-	EndedDiskLimit    Ending = "disk_limit"    // the working directory filled to DiskBytes
-	EndedCPULimit     Ending = "cpu_limit"     // RLIMIT_CPU: SIGXCPU
-)
-
 // Outcome is what is known about a finished run.
 type Outcome struct {
-	Ending   Ending
+	// Ending is exit, signal (one we did not send), timeout, cancelled (the
+	// context was cancelled or Kill was called), memory_limit,
+	// process_limit, disk_limit or cpu_limit. Output limits are the
+	// caller's to enforce and report (it owns the pipes).
+	Ending   ending.Reason
 	ExitCode int    // the exit status, or -1 when killed by a signal
 	Signal   string // "SIGKILL" etc. when killed by a signal
 	// SignalNumber is Signal's number (0 when none), so callers need no

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/proctree"
 )
@@ -114,7 +115,7 @@ func namespaceAvailable() error {
 	if err := c.Run(); err != nil {
 		return fmt.Errorf("bubblewrap cannot start a sandbox here: %v", err)
 	}
-	if o := c.Outcome(); o.Ending != EndedExit || o.ExitCode != 0 {
+	if o := c.Outcome(); o.Ending != ending.Exit || o.ExitCode != 0 {
 		msg := strings.TrimSpace(stderr.String())
 		hint := ""
 		if strings.Contains(msg, "uid map") || strings.Contains(msg, "namespace") || strings.Contains(msg, "Operation not permitted") {
@@ -169,7 +170,7 @@ type Cmd struct {
 	started   bool
 	waited    bool
 	reaped    bool // the main process has been (or is being) reaped: never signal its pid again
-	killedBy  Ending
+	killedBy  ending.Reason
 	exitedAt  time.Time
 	exited    chan struct{}
 	waitDone  chan struct{} // closed when Wait has finished (or Start failed)
@@ -886,9 +887,9 @@ func (c *Cmd) watchContext() {
 	}
 	select {
 	case <-c.ctx.Done():
-		reason := EndedCancelled
+		reason := ending.Cancelled
 		if errors.Is(c.ctx.Err(), context.DeadlineExceeded) {
-			reason = EndedTimeout
+			reason = ending.Timeout
 		}
 		c.kill(reason)
 	case <-c.exited:
@@ -903,11 +904,11 @@ func (c *Cmd) Kill() error {
 	if c.cmd == nil || c.cmd.Process == nil {
 		return errors.New("isolate: Kill before Start")
 	}
-	c.kill(EndedCancelled)
+	c.kill(ending.Cancelled)
 	return nil
 }
 
-func (c *Cmd) kill(reason Ending) {
+func (c *Cmd) kill(reason ending.Reason) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.reaped || c.cmd == nil || c.cmd.Process == nil {
@@ -978,7 +979,7 @@ func (c *Cmd) Wait() error {
 	proctree.Untrack(pid)
 	if c.cmd.ProcessState == nil {
 		// Someone else reaped it; nothing is known about how it ended.
-		c.outcome = Outcome{Ending: EndedSignal, ExitCode: -1, Enforced: c.enforced}
+		c.outcome = Outcome{Ending: ending.Signal, ExitCode: -1, Enforced: c.enforced}
 		errs := []error{fmt.Errorf("isolate: lost the exit status of pid %d: %w", pid, werr)}
 		if c.ws != nil {
 			errs = append(errs, c.ws.syncBack())
@@ -1056,7 +1057,7 @@ func (c *Cmd) Cleanup() error {
 	c.mu.Unlock()
 	if started {
 		if !waited {
-			c.kill(EndedCancelled)
+			c.kill(ending.Cancelled)
 		}
 		return c.Wait() // or wait for the Wait already running
 	}

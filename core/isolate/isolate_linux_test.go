@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rlmkit/rlm/core/ending"
 )
 
 var limitedLevels = []Level{LevelProcess, LevelNamespace}
@@ -31,7 +33,7 @@ func TestExitCodesAndWorkdir(t *testing.T) {
 			}
 			r := run(t, spec)
 			mustToken(t, r, "TOKEN")
-			if r.err != nil || r.out.Ending != EndedExit || r.out.ExitCode != 3 {
+			if r.err != nil || r.out.Ending != ending.Exit || r.out.ExitCode != 3 {
 				t.Fatalf("want exit 3:\n%s", r)
 			}
 			if !strings.Contains(r.stdout, "input") {
@@ -50,7 +52,7 @@ func TestSignalReported(t *testing.T) {
 			requireLevel(t, level)
 			r := run(t, shSpec(t, level, "echo TOKEN; kill -TERM $$; sleep 5"))
 			mustToken(t, r, "TOKEN")
-			if r.out.Ending != EndedSignal || r.out.Signal != "SIGTERM" || r.out.ExitCode != -1 {
+			if r.out.Ending != ending.Signal || r.out.Signal != "SIGTERM" || r.out.ExitCode != -1 {
 				t.Fatalf("want SIGTERM:\n%s", r)
 			}
 		})
@@ -83,7 +85,7 @@ func TestTimeoutKillsTree(t *testing.T) {
 			start := time.Now()
 			r := runCtx(t, ctx, shSpec(t, level, "echo TOKEN; sleep 30 & sleep 30"))
 			mustToken(t, r, "TOKEN")
-			if r.out.Ending != EndedTimeout {
+			if r.out.Ending != ending.Timeout {
 				t.Fatalf("want timeout:\n%s", r)
 			}
 			if d := time.Since(start); d > 10*time.Second {
@@ -101,7 +103,7 @@ func TestCPULimit(t *testing.T) {
 			spec.CPUSeconds = 1
 			r := run(t, spec)
 			mustToken(t, r, "TOKEN")
-			if r.out.Ending != EndedCPULimit {
+			if r.out.Ending != ending.CPULimit {
 				t.Fatalf("want cpu_limit:\n%s", r)
 			}
 		})
@@ -122,14 +124,14 @@ func TestForkBombContained(t *testing.T) {
 			spec := pySpec(t, level, twin)
 			spec.MaxProcesses = 32
 			r := runCtx(t, ctx, spec)
-			if r.out.Ending != EndedExit || r.out.ExitCode != 0 || !strings.Contains(r.stdout, "TWIN-OK") {
+			if r.out.Ending != ending.Exit || r.out.ExitCode != 0 || !strings.Contains(r.stdout, "TWIN-OK") {
 				t.Fatalf("harmless twin failed under the same limit:\n%s", r)
 			}
 			spec = pySpec(t, level, bomb)
 			spec.MaxProcesses = 32
 			r = runCtx(t, ctx, spec)
 			mustToken(t, r, "TOKEN")
-			if r.out.Ending != EndedProcessLimit || !r.out.ProcessLimitHit {
+			if r.out.Ending != ending.ProcessLimit || !r.out.ProcessLimitHit {
 				t.Fatalf("want process_limit:\n%s", r)
 			}
 			if d := descendants(t); len(d) != 0 {
@@ -179,7 +181,7 @@ func TestMemoryLimit(t *testing.T) {
 				spec.MemoryBytes = limit
 				r := run(t, spec)
 				if tc.name == "twin" {
-					if r.out.Ending != EndedExit || r.out.ExitCode != 0 || !strings.Contains(r.stdout, "TWIN-OK") {
+					if r.out.Ending != ending.Exit || r.out.ExitCode != 0 || !strings.Contains(r.stdout, "TWIN-OK") {
 						t.Fatalf("32 MiB under a 128 MiB limit failed:\n%s", r)
 					}
 					if r.out.PeakMemoryBytes < 32<<20 {
@@ -188,7 +190,7 @@ func TestMemoryLimit(t *testing.T) {
 					return
 				}
 				mustToken(t, r, "TOKEN")
-				if strings.Contains(r.stdout, "SURVIVED") || r.out.Ending != EndedMemoryLimit || !r.out.MemoryLimitHit {
+				if strings.Contains(r.stdout, "SURVIVED") || r.out.Ending != ending.MemoryLimit || !r.out.MemoryLimitHit {
 					t.Fatalf("want memory_limit:\n%s", r)
 				}
 			})
@@ -219,13 +221,13 @@ func TestDiskCap(t *testing.T) {
 				}
 				if tc.name == "twin" {
 					fi, err := os.Stat(filepath.Join(spec.Dir, "ok.bin"))
-					if r.out.Ending != EndedExit || r.out.ExitCode != 0 || err != nil || fi.Size() != 1<<20 {
+					if r.out.Ending != ending.Exit || r.out.ExitCode != 0 || err != nil || fi.Size() != 1<<20 {
 						t.Fatalf("1 MB write did not succeed and come back (%v):\n%s", err, r)
 					}
 					return
 				}
 				mustToken(t, r, "TOKEN")
-				if strings.Contains(r.stdout, "SURVIVED") || r.out.Ending != EndedDiskLimit || !r.out.DiskLimitHit {
+				if strings.Contains(r.stdout, "SURVIVED") || r.out.Ending != ending.DiskLimit || !r.out.DiskLimitHit {
 					t.Fatalf("want disk_limit:\n%s", r)
 				}
 				if total < disk/2 {
@@ -263,7 +265,7 @@ print('SURVIVED')
 	if !strings.Contains(r.stdout, "INPUT True") {
 		t.Fatalf("the input file was not in the sandbox's working directory, owned by its user:\n%s", r)
 	}
-	if strings.Contains(r.stdout, "SURVIVED") || r.out.Ending != EndedDiskLimit || !r.out.DiskLimitHit {
+	if strings.Contains(r.stdout, "SURVIVED") || r.out.Ending != ending.DiskLimit || !r.out.DiskLimitHit {
 		t.Fatalf("want disk_limit from the default cap:\n%s", r)
 	}
 	if total := dirSize(t, spec.Dir); total > mem/2+(1<<20) || total < mem/4 {
@@ -563,10 +565,10 @@ echo READY $n`, marker)
 					t.Fatalf("%d processes survived: %v\n%s", len(left), left, strings.Join(info, "\n"))
 				}
 				o := c.Outcome()
-				if how == "kill" && o.Ending != EndedCancelled {
+				if how == "kill" && o.Ending != ending.Cancelled {
 					t.Fatalf("want cancelled: %+v", o)
 				}
-				if how == "exit" && (o.Ending != EndedExit || o.ExitCode != 0) {
+				if how == "exit" && (o.Ending != ending.Exit || o.ExitCode != 0) {
 					t.Fatalf("want a clean exit: %+v", o)
 				}
 			})
@@ -774,7 +776,7 @@ func TestCleanupPaths(t *testing.T) {
 	if err := c.Run(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if o := c.Outcome(); o.Ending != EndedExit || o.ExitCode != 127 {
+	if o := c.Outcome(); o.Ending != ending.Exit || o.ExitCode != 127 {
 		t.Fatalf("missing program: want exit 127, got %+v", o)
 	}
 	c.Cleanup()
@@ -934,7 +936,7 @@ func TestArgvAndEnvFollowWorkdir(t *testing.T) {
 			spec.Env = append(DefaultEnv(spec.Dir), "HOME_DIR="+spec.Dir)
 			r := run(t, spec)
 			mustToken(t, r, "TOKEN")
-			if r.out.Ending != EndedExit || r.out.ExitCode != 0 || !strings.Contains(r.stdout, "INPUT") {
+			if r.out.Ending != ending.Exit || r.out.ExitCode != 0 || !strings.Contains(r.stdout, "INPUT") {
 				t.Fatalf("want the script and its input found:\n%s", r)
 			}
 			if level == LevelNamespace && !strings.Contains(r.stdout, "TOKEN "+SandboxWorkdir) {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rlmkit/rlm/core/ending"
 )
 
 // The other runtimes the project starts work inside the sandbox with the
@@ -39,7 +41,7 @@ func TestOtherRuntimesRun(t *testing.T) {
 			}
 			r := run(t, spec)
 			want := strings.ToUpper(tc.name) + "-OK"
-			if r.out.Ending != EndedExit || r.out.ExitCode != 0 || !strings.Contains(r.stdout, want) {
+			if r.out.Ending != ending.Exit || r.out.ExitCode != 0 || !strings.Contains(r.stdout, want) {
 				t.Fatalf("want %s:\n%s", want, r)
 			}
 			if _, err := os.Stat(filepath.Join(dir, "out.txt")); err != nil {

@@ -40,6 +40,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/rlmkit/rlm/core/server"
+	"github.com/rlmkit/rlm/internal/version"
 )
 
 // Options configure the MCP server.
@@ -113,7 +114,7 @@ type Runtimes struct {
 // number of connections (stdio, or one per HTTP request).
 func New(srv *server.Server, o Options) *mcp.Server {
 	if o.Version == "" {
-		o.Version = "dev"
+		o.Version = version.String()
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -333,8 +334,8 @@ func Summary(r *server.ExecuteResponse) string {
 	}
 	section("stdout", r.Stdout, r.StdoutOmitted)
 	section("stderr", r.Stderr, r.StderrOmitted)
-	if r.Result != nil {
-		section("result", *r.Result, 0)
+	if r.Repr != nil {
+		section("result", *r.Repr, 0)
 	}
 	if len(r.FilesProduced) > 0 {
 		names := make([]string, 0, len(r.FilesProduced))

@@ -6,6 +6,7 @@
 package native
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -22,14 +23,16 @@ import (
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
+	"github.com/rlmkit/rlm/internal/version"
 )
-
-// Version is the plugin version reported by Info; set by the build.
-var Version = "dev"
 
 // Runtime describes one local runtime.
 type Runtime struct {
-	Name     string // "python"
+	Name string // "python"
+	// Version is the plugin's own version, reported by Info; "" means
+	// rlm's (internal/version), what rlm's built-in plugins report. A
+	// third-party plugin sets its own.
+	Version  string
 	Language string // "python"
 	Ext      string // ".py"
 	CodeFile string // "main.py"
@@ -94,7 +97,7 @@ func (s *Server) Tool() (toolpath.Tool, error) {
 func (s *Server) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
 	r := &pb.InfoResponse{
 		Name:            s.RT.Name,
-		PluginVersion:   Version,
+		PluginVersion:   cmp.Or(s.RT.Version, version.String()),
 		Language:        s.RT.Language,
 		FileExtension:   s.RT.Ext,
 		Capabilities:    s.RT.Capabilities,

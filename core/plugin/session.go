@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"google.golang.org/grpc/codes"
@@ -37,7 +38,7 @@ type REPL interface {
 type SessionOptions struct {
 	Backend   string        // "native", "pyodide"
 	Isolation string        // reported when the runtime's result has none
-	Wall      time.Duration // a cell's timeout when Execute asks for none (0: program.DefaultWall)
+	Wall      time.Duration // a cell's timeout when Execute asks for none (0: defaults.Timeout)
 	// Dir returns the session's working directory on this host, where the
 	// running interpreter sees it now (a sandbox may work in a private
 	// copy, see core/isolate). A cell's Execute.files are written there
@@ -156,7 +157,7 @@ func (ss *sessionServer) handle(req *pb.SessionRequest) {
 			timeout = ss.opts.Wall
 		}
 		if timeout <= 0 {
-			timeout = program.DefaultWall
+			timeout = defaults.Timeout
 		}
 		dir := ss.dir()
 		if files := ex.GetFiles(); len(files) > 0 {

@@ -29,13 +29,14 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core/capbuf"
+	"github.com/rlmkit/rlm/core/defaults"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/proctree"
 	pb "github.com/rlmkit/rlm/core/proto"
 )
 
 // Defaults applied when a request's limit is zero.
 const (
-	DefaultWall     = 30 * time.Second
 	DefaultMaxFiles = 100
 	DefaultMaxFile  = 10 << 20
 	// floodFactor × the kept budget (at least floodMin) of output ends a run.
@@ -146,9 +147,10 @@ type Exit struct {
 	Code   int            // exit status when not signalled
 	Signal syscall.Signal // non-zero when a signal killed it
 	// The rest is known only to spawners that enforce limits: which limit
-	// ended the run (zero: Exec decides from Code and Signal), the peak
-	// memory, and the isolation level it ran under ("" means none).
-	EndedBy         pb.EndedBy
+	// ended the run ("", exit or signal: Exec decides from Code and
+	// Signal), the peak memory, and the isolation level it ran under (""
+	// means none).
+	EndedBy         ending.Reason
 	PeakMemoryBytes int64
 	Isolation       string
 }
@@ -198,7 +200,7 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 		wall = time.Duration(c.Limits.GetWallMs()) * time.Millisecond
 	}
 	if wall <= 0 {
-		wall = DefaultWall
+		wall = defaults.Timeout
 	}
 	maxOut := c.Limits.GetMaxOutputBytes()
 	stdout, stderr := capbuf.New(maxOut), capbuf.New(maxOut)
@@ -255,11 +257,11 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 
 	var (
 		mu      sync.Mutex
-		endedBy pb.EndedBy
+		endedBy ending.Reason
 	)
-	end := func(why pb.EndedBy) {
+	end := func(why ending.Reason) {
 		mu.Lock()
-		if endedBy == pb.EndedBy_ENDED_BY_UNSPECIFIED {
+		if endedBy == "" {
 			endedBy = why
 		}
 		mu.Unlock()
@@ -283,7 +285,7 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 				over := total > flood
 				totalMu.Unlock()
 				if over {
-					end(pb.EndedBy_OUTPUT_LIMIT)
+					end(ending.OutputLimit)
 				}
 			}
 			if err != nil {
@@ -295,8 +297,8 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 	go drain(outR, stdout, outDone)
 	go drain(errR, stderr, errDone)
 
-	timer := time.AfterFunc(wall, func() { end(pb.EndedBy_TIMEOUT) })
-	stop := context.AfterFunc(ctx, func() { end(pb.EndedBy_CANCELLED) })
+	timer := time.AfterFunc(wall, func() { end(ending.Timeout) })
+	stop := context.AfterFunc(ctx, func() { end(ending.Cancelled) })
 	exit, waitErr := proc.Wait()
 	dur := time.Since(start)
 	timer.Stop()
@@ -344,32 +346,32 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 		res.Error = waitErr.Error()
 	}
 	mu.Lock()
-	res.EndedBy = endedBy
+	why := endedBy
 	mu.Unlock()
-	if res.EndedBy == pb.EndedBy_ENDED_BY_UNSPECIFIED {
-		res.EndedBy = exit.EndedBy
+	if why == "" && exit.EndedBy != ending.Exit && exit.EndedBy != ending.Signal {
+		why = exit.EndedBy
 	}
-	if res.EndedBy == pb.EndedBy_ENDED_BY_UNSPECIFIED {
+	if why == "" {
+		why = ending.Exit
 		if res.Signal != "" {
-			res.EndedBy = pb.EndedBy_SIGNAL
-		} else {
-			res.EndedBy = pb.EndedBy_EXIT
+			why = ending.Signal
 		}
 	}
-	switch res.EndedBy {
-	case pb.EndedBy_TIMEOUT:
+	res.EndedBy = why.Proto()
+	switch why {
+	case ending.Timeout:
 		res.Error = fmt.Sprintf("timed out after %s", wall)
-	case pb.EndedBy_OUTPUT_LIMIT:
+	case ending.OutputLimit:
 		res.Error = fmt.Sprintf("killed after writing more than %d bytes of output", flood)
-	case pb.EndedBy_CANCELLED:
+	case ending.Cancelled:
 		res.Error = "cancelled"
-	case pb.EndedBy_MEMORY_LIMIT:
+	case ending.MemoryLimit:
 		res.Error = "killed at the memory limit; raise it with --memory (config: limits.memory)"
-	case pb.EndedBy_PROCESS_LIMIT:
+	case ending.ProcessLimit:
 		res.Error = "reached the process limit; raise it with --max-processes (config: limits.max_processes)"
-	case pb.EndedBy_DISK_LIMIT:
+	case ending.DiskLimit:
 		res.Error = "filled the working directory's size limit; raise it with --max-disk (config: limits.max_disk)"
-	case pb.EndedBy_CPU_LIMIT:
+	case ending.CPULimit:
 		res.Error = "used up its CPU time; raise it with --cpu (config: limits.cpu)"
 	}
 	return res, nil

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/program"
 )
 
@@ -44,56 +45,45 @@ type ExecuteRequest struct {
 	Env            map[string]string `json:"env,omitempty"`
 }
 
-// ExecuteResponse is the body answering POST /execute and session cells.
+// ExecuteResponse is the body answering POST /execute and session cells:
+// the whole core.Result under its own JSON names (what `rlm exec --json`
+// prints), plus the earlier sandbox server's names, kept so that its
+// clients keep working. Its files_produced replaces the Result's: the
+// earlier server's map of path to base64 content.
 type ExecuteResponse struct {
+	// Status comes first, as in the earlier server's answers.
 	Status string `json:"status"`
-	Stdout string `json:"stdout"`
-	Stderr string `json:"stderr"`
-	// StdoutBase64 and StderrBase64 hold the exact output, only when it
-	// is not UTF-8 (stdout and stderr then show U+FFFD for the bad bytes).
-	StdoutBase64    string `json:"stdout_base64,omitempty"`
-	StderrBase64    string `json:"stderr_base64,omitempty"`
-	ExitCode        int    `json:"exit_code"` // -1 on timeout
-	Signal          string `json:"signal,omitempty"`
-	ExecutionTimeMs int64  `json:"execution_time_ms"`
-	TimedOut        bool   `json:"timed_out"`
-	Truncated       bool   `json:"truncated"`
+	core.Result
+	// ExecutionTimeMs is duration_ms under the earlier server's name.
+	ExecutionTimeMs int64 `json:"execution_time_ms"`
 	// FilesProduced maps a path relative to $OUTPUT_DIR to base64 content.
 	FilesProduced map[string]string `json:"files_produced"`
-	FilesOmitted  bool              `json:"files_omitted,omitempty"`
-	StdoutOmitted int64             `json:"stdout_omitted,omitempty"`
-	StderrOmitted int64             `json:"stderr_omitted,omitempty"`
-	EndedBy       string            `json:"ended_by"`
-	Error         string            `json:"error,omitempty"`
 	Language      string            `json:"language"`
-	StateLost     bool              `json:"state_lost,omitempty"`
-	// Isolation is the sandbox level the code ran under.
-	Isolation       string `json:"isolation,omitempty"`
-	MemoryUsedBytes int64  `json:"memory_used_bytes,omitempty"`
-	// Result is, for a session cell, the repr of its final expression (as
-	// a notebook shows it: `1+1` gives "2"), capped like stdout; null when
-	// the cell ends in another statement or a semicolon, the value is None,
-	// and always for /execute, whose programs run as scripts.
-	Result *string `json:"result"`
+	// Repr is value under the earlier name result: for a session cell, the
+	// repr of its final expression (as a notebook shows it: `1+1` gives
+	// "2"), capped like stdout; null when the cell ends in another
+	// statement or a semicolon, the value is None, and always for
+	// /execute, whose programs run as scripts.
+	Repr *string `json:"result"`
 }
 
 // StatusOf maps a result to its status.
 func StatusOf(r *core.Result) string {
 	switch r.EndedBy {
-	case "timeout":
+	case ending.Timeout:
 		return StatusTimeout
-	case "install_failed":
+	case ending.InstallFailed:
 		return StatusInstallError
-	case "memory_limit", "output_limit", "process_limit", "disk_limit", "cpu_limit", "fuel":
+	case ending.MemoryLimit, ending.OutputLimit, ending.ProcessLimit, ending.DiskLimit, ending.CPULimit, ending.Fuel:
 		return StatusLimitExceeded
-	case "cancelled":
+	case ending.Cancelled:
 		return StatusCancelled
 	}
 	if r.TimedOut {
 		return StatusTimeout
 	}
 	// A session cell that raised exits 0 with Error set.
-	if r.ExitCode == 0 && r.Signal == "" && r.EndedBy == "exit" && r.Error == "" {
+	if r.ExitCode == 0 && r.Signal == "" && r.EndedBy == ending.Exit && r.Error == "" {
 		return StatusSuccess
 	}
 	return StatusError
@@ -102,31 +92,16 @@ func StatusOf(r *core.Result) string {
 // Response builds the wire response from a result.
 func Response(lang string, r *core.Result) ExecuteResponse {
 	out := ExecuteResponse{
-		Status:          StatusOf(r),
-		Stdout:          r.Stdout,
-		Stderr:          r.Stderr,
-		StdoutBase64:    r.StdoutBase64,
-		StderrBase64:    r.StderrBase64,
-		ExitCode:        r.ExitCode,
-		Signal:          r.Signal,
-		ExecutionTimeMs: r.DurationMs,
-		TimedOut:        r.TimedOut,
-		Truncated:       r.Truncated,
-		FilesProduced:   map[string]string{},
-		FilesOmitted:    r.FilesOmitted,
-		StdoutOmitted:   r.StdoutOmitted,
-		StderrOmitted:   r.StderrOmitted,
-		EndedBy:         r.EndedBy,
-		Error:           r.Error,
-		Language:        lang,
-		StateLost:       r.StateLost,
-		Isolation:       r.Isolation,
-		MemoryUsedBytes: r.MemoryUsedBytes,
-		Result:          r.Value,
+		Result:        *r,
+		Status:        StatusOf(r),
+		FilesProduced: map[string]string{},
+		Language:      lang,
+		Repr:          r.Value,
 	}
-	if out.ExecutionTimeMs == 0 && r.Duration > 0 {
-		out.ExecutionTimeMs = r.Duration.Milliseconds()
+	if out.DurationMs == 0 && r.Duration > 0 {
+		out.DurationMs = r.Duration.Milliseconds()
 	}
+	out.ExecutionTimeMs = out.DurationMs
 	if r.TimedOut {
 		out.ExitCode = -1
 	}

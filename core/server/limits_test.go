@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -337,9 +338,70 @@ func TestOpenAPIMatchesHandler(t *testing.T) {
 	if checked < 8 {
 		t.Errorf("only %d operations checked", checked)
 	}
+	// The response carries every field of core.Result (what exec --json
+	// prints) under its own name, and the document lists each: a Result
+	// with every field set shows the omitempty ones too.
+	full := &core.Result{}
+	fill(reflect.ValueOf(full).Elem())
+	resultKeys, respKeys := jsonKeys(t, full), jsonKeys(t, server.Response("fake", full))
+	documented := doc.Components.Schemas["ExecuteResponse"].Properties
+	for k := range resultKeys {
+		if !respKeys[k] {
+			t.Errorf("core.Result's %q is missing from ExecuteResponse", k)
+		}
+	}
+	for k := range respKeys {
+		if _, ok := documented[k]; !ok {
+			t.Errorf("ExecuteResponse's %q is not documented", k)
+		}
+	}
 	// The error schema matches real errors too.
 	e := call(t, "POST", url+"/execute", `{`)
 	if e.errCode() == "" || e.errMsg() == "" {
 		t.Errorf("error shape: %s", e.raw)
 	}
+}
+
+// fill sets every exported field reachable from v to a non-zero value.
+func fill(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		v.SetInt(1)
+	case reflect.Uint8, reflect.Uint32, reflect.Uint64:
+		v.SetUint(1)
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem())
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(v.Index(0))
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fill(v.Field(i))
+			}
+		}
+	}
+}
+
+// jsonKeys is the set of top-level keys of v's JSON object.
+func jsonKeys(t *testing.T, v any) map[string]bool {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	for k := range m {
+		keys[k] = true
+	}
+	return keys
 }

@@ -56,7 +56,7 @@ func ParseModes(s string) []string {
 // runtimeSlot keeps one connection to a runtime for the server's lifetime
 // and launches it again when it died.
 //
-// A plugin death is seen as a "runtime connection lost" error from a call;
+// A plugin death is seen as a core.ErrRuntimeLost error from a call;
 // the slot then drops that connection and the next call launches a fresh
 // plugin. One plugin serves every request: its Run calls run concurrently.
 type runtimeSlot struct {
@@ -175,17 +175,11 @@ func (s *runtimeSlot) ping(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		if !connLost(err) || attempt > 0 {
+		if !errors.Is(err, core.ErrRuntimeLost) || attempt > 0 {
 			return err
 		}
 		s.lost(gen)
 	}
-}
-
-// connLost reports whether err says the plugin (or daemon) went away.
-// core turns gRPC's Unavailable into this message.
-func connLost(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "runtime connection lost")
 }
 
 // withRuntime runs call on the slot's runtime. When the runtime's
@@ -202,7 +196,7 @@ func withRuntime[T any](ctx context.Context, s *runtimeSlot, call func(*core.Run
 			return zero, &APIError{Status: 503, Code: CodeRuntimeUnavailable, Message: err.Error(), RetryAfter: 1}
 		}
 		v, err := call(rt)
-		if err == nil || !connLost(err) || ctx.Err() != nil {
+		if err == nil || !errors.Is(err, core.ErrRuntimeLost) || ctx.Err() != nil {
 			return v, err
 		}
 		s.lost(gen)

@@ -45,8 +45,10 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/pool"
 	"github.com/rlmkit/rlm/docs"
+	"github.com/rlmkit/rlm/internal/version"
 )
 
 // Config configures a Server. Zero values take the defaults noted.
@@ -143,7 +145,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxTimeout = 5 * time.Minute
 	}
 	if cfg.DefaultTimeout <= 0 {
-		cfg.DefaultTimeout = 30 * time.Second
+		cfg.DefaultTimeout = defaults.Timeout
 	}
 	cfg.DefaultTimeout = min(cfg.DefaultTimeout, cfg.MaxTimeout)
 	if cfg.SessionIdle <= 0 {
@@ -156,7 +158,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Version == "" {
-		cfg.Version = "dev"
+		cfg.Version = version.String()
 	}
 	s := &Server{
 		cfg:     cfg,

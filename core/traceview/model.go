@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/engine"
 )
 
@@ -125,18 +126,18 @@ type Call struct {
 // Cell is one code block and the sub-calls its code made. Running is set
 // when the trace ends before the block's result.
 type Cell struct {
-	Block     int    `json:"block"`
-	Code      string `json:"code"`
-	Output    string `json:"output"`
-	EndedBy   string `json:"ended_by,omitempty"`
-	Error     string `json:"error,omitempty"`
-	Ms        int64  `json:"ms"`
-	TimedOut  bool   `json:"timed_out,omitempty"`
-	StateLost bool   `json:"state_lost,omitempty"`
-	Truncated bool   `json:"truncated,omitempty"`
-	Running   bool   `json:"running,omitempty"`
-	Subs      []*Sub `json:"subs,omitempty"`
-	Stats     Stats  `json:"stats"`
+	Block     int           `json:"block"`
+	Code      string        `json:"code"`
+	Output    string        `json:"output"`
+	EndedBy   ending.Reason `json:"ended_by,omitempty"`
+	Error     string        `json:"error,omitempty"`
+	Ms        int64         `json:"ms"`
+	TimedOut  bool          `json:"timed_out,omitempty"`
+	StateLost bool          `json:"state_lost,omitempty"`
+	Truncated bool          `json:"truncated,omitempty"`
+	Running   bool          `json:"running,omitempty"`
+	Subs      []*Sub        `json:"subs,omitempty"`
+	Stats     Stats         `json:"stats"`
 }
 
 // Sub is a sub-call made from a cell: llm_query, or rlm_query (a child

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
@@ -324,13 +325,13 @@ func (p *process) Wait() (program.Exit, error) {
 	}
 	p.cg.Kill() // the worker swept its namespace; this is the cgroups' own sweep
 	p.mu.Lock()
-	var killedBy isolate.Ending
+	var killedBy ending.Reason
 	if p.killed {
-		killedBy = isolate.EndedCancelled
+		killedBy = ending.Cancelled
 	}
 	p.mu.Unlock()
 	o := p.cg.Judge(syscall.WaitStatus(*m.Status), time.Duration(m.CPUNs), killedBy, m.Leftovers, m.DiskFull, m.MaxRSS)
-	ex := program.Exit{Code: o.ExitCode, PeakMemoryBytes: o.PeakMemoryBytes, Isolation: string(isolate.LevelNamespace), EndedBy: EndedBy(o.Ending)}
+	ex := program.Exit{Code: o.ExitCode, PeakMemoryBytes: o.PeakMemoryBytes, Isolation: string(isolate.LevelNamespace), EndedBy: o.Ending}
 	if o.Signal != "" {
 		ex.Signal, ex.Code = syscall.Signal(o.SignalNumber), 0
 	}
@@ -488,5 +489,5 @@ func (p *process) crashed(err error) (program.Exit, error) {
 	p.Kill()
 	_ = p.cg.Remove()
 	p.conn.Close()
-	return program.Exit{Code: -1, EndedBy: pb.EndedBy_CRASHED, Isolation: string(isolate.LevelNamespace)}, err
+	return program.Exit{Code: -1, EndedBy: ending.Crashed, Isolation: string(isolate.LevelNamespace)}, err
 }

@@ -84,9 +84,6 @@ import (
 	_ "embed"
 	"strconv"
 	"strings"
-
-	"github.com/rlmkit/rlm/core/isolate"
-	pb "github.com/rlmkit/rlm/core/proto"
 )
 
 //go:embed pymain.py
@@ -137,24 +134,4 @@ type Config struct {
 func (c Config) key() string {
 	return strings.Join([]string{string(c.Mode), c.Python, strings.Join(c.ReadOnlyPaths, "\x00"),
 		strconv.FormatInt(c.DiskBytes, 10), strconv.FormatInt(c.TmpBytes, 10), strconv.FormatBool(c.AllowNetwork)}, "\x01")
-}
-
-// EndedBy maps isolate's endings onto the wire's; exit and signal are left
-// to the caller, which knows them from the status (ENDED_BY_UNSPECIFIED).
-func EndedBy(e isolate.Ending) pb.EndedBy {
-	switch e {
-	case isolate.EndedTimeout:
-		return pb.EndedBy_TIMEOUT
-	case isolate.EndedCancelled:
-		return pb.EndedBy_CANCELLED
-	case isolate.EndedMemoryLimit:
-		return pb.EndedBy_MEMORY_LIMIT
-	case isolate.EndedProcessLimit:
-		return pb.EndedBy_PROCESS_LIMIT
-	case isolate.EndedDiskLimit:
-		return pb.EndedBy_DISK_LIMIT
-	case isolate.EndedCPULimit:
-		return pb.EndedBy_CPU_LIMIT
-	}
-	return pb.EndedBy_ENDED_BY_UNSPECIFIED
 }

@@ -58,6 +58,7 @@ func probe(path string) (toolpath.Tool, error) {
 // (the sandbox by way of rlm's supervisor).
 var runtime = &native.Runtime{
 	Name:     "perl",
+	Version:  version,
 	Language: "perl",
 	Ext:      ".pl",
 	CodeFile: "main.pl",
@@ -81,7 +82,6 @@ func (s *server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResp
 }
 
 func main() {
-	native.Version = version
 	// Grandchildren that escape the program's process group are re-parented
 	// here and killed after each run instead of outliving it.
 	_ = proctree.BecomeSubreaper()

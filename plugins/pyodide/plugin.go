@@ -14,10 +14,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/rlmkit/rlm/core/native"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/version"
 )
 
 // Server serves the runtime service with CPython-on-WASI. One Runner (the
@@ -42,7 +43,7 @@ func (s *Server) get(ctx context.Context) (*Runner, error) {
 // how to build one.
 func (s *Server) Info(ctx context.Context, _ *pb.InfoRequest) (*pb.InfoResponse, error) {
 	r := &pb.InfoResponse{
-		Name: "pyodide", PluginVersion: native.Version, Language: "python", FileExtension: ".py",
+		Name: "pyodide", PluginVersion: version.String(), Language: "python", FileExtension: ".py",
 		Capabilities: []string{"repl", "program", "fuel", "files", "check"}, Backend: "pyodide",
 		IsolationLevels: []string{"wasm"},
 		// Sessions run in the same WebAssembly sandbox as programs.
@@ -213,16 +214,11 @@ func memoryLimit(n int64) uint64 {
 	return uint64(n)
 }
 
-var endedBy = map[EndReason]pb.EndedBy{
-	EndedExit: pb.EndedBy_EXIT, EndedTimeout: pb.EndedBy_TIMEOUT, EndedCancelled: pb.EndedBy_CANCELLED,
-	EndedFuel: pb.EndedBy_FUEL, EndedMemoryLimit: pb.EndedBy_MEMORY_LIMIT, EndedCrashed: pb.EndedBy_CRASHED,
-}
-
 func toProto(r *Result) *pb.Result {
 	out := &pb.Result{
 		Stdout: r.Stdout, Stderr: r.Stderr, StdoutOmitted: r.StdoutOmitted, StderrOmitted: r.StderrOmitted,
 		ExitCode: int32(r.ExitCode), DurationMs: int64(r.DurationMS), DurationUs: int64(r.DurationMS * 1000),
-		EndedBy: endedBy[r.EndedBy], StateLost: r.StateLost, FuelConsumed: r.FuelConsumed,
+		EndedBy: r.EndedBy.Proto(), StateLost: r.StateLost, FuelConsumed: r.FuelConsumed,
 		MemoryUsedBytes: int64(r.MemoryUsedBytes), Backend: "pyodide", Isolation: "wasm", WorkspacePath: r.WorkspacePath,
 	}
 	if !r.Success {
@@ -235,7 +231,7 @@ func toProto(r *Result) *pb.Result {
 		v := r.Value
 		out.Value = &v
 	}
-	if r.EndedBy != EndedExit && r.Error != "" && !strings.Contains(string(out.Stderr), r.Error) {
+	if r.EndedBy != ending.Exit && r.Error != "" && !strings.Contains(string(out.Stderr), r.Error) {
 		out.Stderr = append(out.Stderr, []byte(r.Error+"\n")...)
 	}
 	return out

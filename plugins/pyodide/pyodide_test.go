@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rlmkit/rlm/core/ending"
 )
 
 // The tests run the real python.wasm in wazero. They skip only when the
@@ -91,7 +93,7 @@ func TestHello(t *testing.T) {
 	// A fixed hash seed makes the interpreter's work, and so its fuel, repeatable.
 	seed := map[string]string{"PYTHONHASHSEED": "0"}
 	res := run(t, RunSpec{Code: "print('Hello')", Workspace: ws, Env: seed})
-	if !res.Success || string(res.Stdout) != "Hello\n" || res.ExitCode != 0 || res.EndedBy != EndedExit {
+	if !res.Success || string(res.Stdout) != "Hello\n" || res.ExitCode != 0 || res.EndedBy != ending.Exit {
 		dump(t, res)
 		t.Fatal("hello did not succeed with Hello on stdout")
 	}
@@ -161,7 +163,7 @@ func TestSitePackagesImport(t *testing.T) {
 
 func TestException(t *testing.T) {
 	res := run(t, RunSpec{Code: "x = 1\nraise ValueError('test')"})
-	if res.Success || res.ExitCode != 1 || res.EndedBy != EndedExit {
+	if res.Success || res.ExitCode != 1 || res.EndedBy != ending.Exit {
 		dump(t, res)
 		t.Fatal("an uncaught exception must fail with exit status 1")
 	}
@@ -200,7 +202,7 @@ func TestFuelExhaustion(t *testing.T) {
 	// The seed's budget: 100 000 units is less than interpreter start-up
 	// (~1.5 million), so the program is stopped before it even begins.
 	res := run(t, RunSpec{Code: "while True: pass", Fuel: 100_000})
-	if res.Success || res.EndedBy != EndedFuel || !bytes.Contains(res.Stderr, []byte("OutOfFuel")) {
+	if res.Success || res.EndedBy != ending.Fuel || !bytes.Contains(res.Stderr, []byte("OutOfFuel")) {
 		dump(t, res)
 		t.Fatal("expected OutOfFuel")
 	}
@@ -209,7 +211,7 @@ func TestFuelExhaustion(t *testing.T) {
 	}
 	// A budget that lets the program start: the loop itself must stop.
 	res = run(t, RunSpec{Code: "print('started')\nwhile True: pass", Fuel: 50_000_000, Timeout: time.Minute})
-	if res.EndedBy != EndedFuel || string(res.Stdout) != "started\n" || !strings.HasPrefix(res.Error, "OutOfFuel") {
+	if res.EndedBy != ending.Fuel || string(res.Stdout) != "started\n" || !strings.HasPrefix(res.Error, "OutOfFuel") {
 		dump(t, res)
 		t.Fatal("infinite loop was not stopped by fuel")
 	}
@@ -220,7 +222,7 @@ func TestFuelExhaustion(t *testing.T) {
 
 func TestMemoryLimit(t *testing.T) {
 	res := run(t, RunSpec{Code: "print('before')\nx = 'a' * 100_000_000\nprint('after')", MemoryBytes: 64_000_000})
-	if res.Success || res.EndedBy != EndedMemoryLimit || !bytes.Contains(res.Stderr, []byte("MemoryError")) {
+	if res.Success || res.EndedBy != ending.MemoryLimit || !bytes.Contains(res.Stderr, []byte("MemoryError")) {
 		dump(t, res)
 		t.Fatal("expected a clean MemoryError")
 	}
@@ -455,7 +457,7 @@ func TestTimeout(t *testing.T) {
 			start := time.Now()
 			res := run(t, RunSpec{Code: tc.code, Timeout: time.Second, Fuel: -1})
 			el := time.Since(start)
-			if res.Success || res.EndedBy != EndedTimeout || !bytes.Contains(res.Stderr, []byte("TimeoutError")) {
+			if res.Success || res.EndedBy != ending.Timeout || !bytes.Contains(res.Stderr, []byte("TimeoutError")) {
 				dump(t, res)
 				t.Fatal("expected a timeout")
 			}
@@ -478,7 +480,7 @@ func TestCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.EndedBy != EndedCancelled || res.Success {
+	if res.EndedBy != ending.Cancelled || res.Success {
 		dump(t, res)
 		t.Fatal("expected cancelled")
 	}

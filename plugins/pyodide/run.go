@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core/capbuf"
+	"github.com/rlmkit/rlm/core/defaults"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/fuel"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/memalloc"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/memfs"
@@ -61,27 +63,15 @@ type RunSpec struct {
 	// MemoryBytes caps the guest's linear memory; 0 means DefaultMemoryBytes.
 	MemoryBytes uint64
 	// MaxOutputBytes caps stdout and stderr each; 0 means
-	// DefaultMaxOutputBytes; negative means unlimited.
+	// defaults.MaxOutputBytes; negative means unlimited.
 	MaxOutputBytes int
 }
 
-// EndReason says how a run ended.
-type EndReason string
-
-const (
-	EndedExit        EndReason = "exit"         // the program exited (any status)
-	EndedTimeout     EndReason = "timeout"      // wall-clock limit or context deadline
-	EndedCancelled   EndReason = "cancelled"    // the context was cancelled
-	EndedFuel        EndReason = "fuel"         // fuel exhausted (OutOfFuel)
-	EndedMemoryLimit EndReason = "memory_limit" // memory cap reached
-	EndedCrashed     EndReason = "crashed"      // the interpreter trapped
-)
-
 // Result is what a run produced. Field names follow core's result shape.
 type Result struct {
-	Success  bool      `json:"success"`   // exit status 0 and no limit hit
-	ExitCode int       `json:"exit_code"` // process exit status; -1 when the guest trapped
-	EndedBy  EndReason `json:"ended_by"`
+	Success  bool          `json:"success"`   // exit status 0 and no limit hit
+	ExitCode int           `json:"exit_code"` // process exit status; -1 when the guest trapped
+	EndedBy  ending.Reason `json:"ended_by"`  // exit, timeout, cancelled, fuel, memory_limit or crashed (the interpreter trapped)
 	// Error is a one-line description of a failure: the last line of a
 	// Python traceback, or the limit that stopped the program.
 	Error string `json:"error,omitempty"`
@@ -158,7 +148,7 @@ func (s *RunSpec) limits() (fuelLimit int64, mem uint64, out int) {
 	mem = min(mem, MaxMemoryBytes)
 	out = s.MaxOutputBytes
 	if out == 0 {
-		out = DefaultMaxOutputBytes
+		out = defaults.MaxOutputBytes
 	} // negative: capbuf keeps everything
 	return
 }
@@ -352,7 +342,7 @@ func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 		FuelLimit:       fuelLimit,
 		MemoryLimit:     memLimit,
 		MemoryUsedBytes: uint64(mod.Memory().Size()),
-		EndedBy:         EndedExit,
+		EndedBy:         ending.Exit,
 	}
 	if stopped.Load() {
 		// Consumed before the stop, plus what ran on the emptied counter.
@@ -376,45 +366,45 @@ func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 			// so after a trap it may read 0, not -1: a trap after the stop
 			// is the stop.
 			if errors.Is(runCtx.Err(), context.DeadlineExceeded) {
-				res.EndedBy = EndedTimeout
+				res.EndedBy = ending.Timeout
 				res.Error = fmt.Sprintf("TimeoutError: wall-clock limit of %s exceeded", spec.Timeout)
 				if spec.Timeout == 0 {
 					res.Error = "TimeoutError: context deadline exceeded"
 				}
 			} else {
-				res.EndedBy = EndedCancelled
+				res.EndedBy = ending.Cancelled
 				res.Error = "Cancelled: the run was cancelled"
 			}
 		case left < 0:
-			res.EndedBy = EndedFuel
+			res.EndedBy = ending.Fuel
 			res.Error = fmt.Sprintf("OutOfFuel: fuel budget of %d units exhausted", fuelLimit)
 		case alloc.Refused():
-			res.EndedBy = EndedMemoryLimit
+			res.EndedBy = ending.MemoryLimit
 			res.Error = fmt.Sprintf("MemoryError: memory limit of %d bytes reached", memLimit)
 		default:
-			res.EndedBy = EndedCrashed
+			res.EndedBy = ending.Crashed
 			res.Error = "Crashed: the interpreter trapped: " + firstLine(callErr.Error())
 		}
 		fmt.Fprintf(stderr, "\n%s\n", res.Error)
 	}
-	if res.EndedBy == EndedExit && res.ExitCode != 0 {
+	if res.EndedBy == ending.Exit && res.ExitCode != 0 {
 		if alloc.Refused() && bytes.Contains(stderr.Kept(), []byte("MemoryError")) {
-			res.EndedBy = EndedMemoryLimit
+			res.EndedBy = ending.MemoryLimit
 		}
 		res.Error = lastLine(stderr.Kept())
 	}
-	res.Success = res.EndedBy == EndedExit && res.ExitCode == 0
+	res.Success = res.EndedBy == ending.Exit && res.ExitCode == 0
 	res.Stdout, res.Stderr = stdout.Kept(), stderr.Kept()
 	res.StdoutOmitted, res.StderrOmitted = stdout.Omitted(), stderr.Omitted()
 	res.StdoutTruncated, res.StderrTruncated = stdout.Omitted() > 0, stderr.Omitted() > 0
 
 	if !e.quiet {
 		switch res.EndedBy {
-		case EndedFuel:
+		case ending.Fuel:
 			r.security(EventFuelExhaustion, "fuel", fuelLimit, "fuel_consumed", res.FuelConsumed)
-		case EndedMemoryLimit:
+		case ending.MemoryLimit:
 			r.security(EventMemoryLimit, "memory_bytes", memLimit, "memory_used_bytes", res.MemoryUsedBytes)
-		case EndedTimeout:
+		case ending.Timeout:
 			r.security(EventTimeout, "timeout", spec.Timeout, "duration_ms", res.DurationMS)
 		}
 	}
@@ -526,7 +516,7 @@ else:
     sys.stdout.write('OK')
 `
 	res, err := r.exec(ctx, execSpec{
-		spec:  &RunSpec{Fuel: DefaultFuel, Timeout: 30 * time.Second, MaxOutputBytes: 64 << 10},
+		spec:  &RunSpec{Fuel: DefaultFuel, Timeout: defaults.Timeout, MaxOutputBytes: 64 << 10},
 		args:  []string{"python", "-S", "-u", "-B", "-c", checker},
 		code:  []byte(code),
 		quiet: true,

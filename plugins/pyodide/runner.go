@@ -55,9 +55,8 @@ const BuildCommand = "make wasm (runs plugins/pyodide/wasm/build.sh)"
 
 // Defaults applied when a RunSpec leaves a limit at zero.
 const (
-	DefaultFuel           = 2_000_000_000 // about 17 s of CPython work on a 2-core EPYC
-	DefaultMemoryBytes    = 256 << 20
-	DefaultMaxOutputBytes = 1 << 20
+	DefaultFuel        = 2_000_000_000 // about 17 s of CPython work on a 2-core EPYC
+	DefaultMemoryBytes = 256 << 20
 	// MaxMemoryBytes is the ceiling for any run: wasm32 addresses 4 GiB.
 	MaxMemoryBytes = 4 << 30
 )

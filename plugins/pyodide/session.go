@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core/capbuf"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/plugins/internal/pycell"
@@ -361,7 +362,7 @@ func (s *Session) Execute(ctx context.Context, cell CellSpec) (*Result, error) {
 		return nil, errors.New("pyodide: session channel closed")
 	}
 
-	res := &Result{FuelLimit: fuelLimit, MemoryLimit: memLimit, WorkspacePath: s.ws, EndedBy: EndedExit, StateLost: stateLost}
+	res := &Result{FuelLimit: fuelLimit, MemoryLimit: memLimit, WorkspacePath: s.ws, EndedBy: ending.Exit, StateLost: stateLost}
 	var fuelAtStop int64
 	stopped := false
 	var tick <-chan time.Time
@@ -401,7 +402,7 @@ loop:
 					res.Error = *m.Error
 					res.ExitCode = 1
 					if inst.alloc.Refused() && len(res.Error) >= 11 && res.Error[:11] == "MemoryError" {
-						res.EndedBy = EndedMemoryLimit
+						res.EndedBy = ending.MemoryLimit
 					}
 				}
 				break loop
@@ -416,19 +417,19 @@ loop:
 			res.ExitCode = -1
 			switch {
 			case stopped && errors.Is(cellCtx.Err(), context.DeadlineExceeded):
-				res.EndedBy = EndedTimeout
+				res.EndedBy = ending.Timeout
 				res.Error = fmt.Sprintf("TimeoutError: wall-clock limit of %s exceeded", cell.Timeout)
 			case stopped:
-				res.EndedBy = EndedCancelled
+				res.EndedBy = ending.Cancelled
 				res.Error = "Cancelled: the cell was cancelled"
 			case left < 0:
-				res.EndedBy = EndedFuel
+				res.EndedBy = ending.Fuel
 				res.Error = fmt.Sprintf("OutOfFuel: fuel budget of %d units exhausted", fuelLimit)
 			case inst.alloc.Refused():
-				res.EndedBy = EndedMemoryLimit
+				res.EndedBy = ending.MemoryLimit
 				res.Error = fmt.Sprintf("MemoryError: memory limit of %d bytes reached", memLimit)
 			default:
-				res.EndedBy = EndedCrashed
+				res.EndedBy = ending.Crashed
 				res.Error = "Crashed: the interpreter stopped: " + firstLine(fmt.Sprint(inst.err))
 			}
 			fmt.Fprintf(stderr, "\n%s\n", res.Error)
@@ -451,7 +452,7 @@ loop:
 			inst.fuel.Set(0)
 		}
 	}
-	res.Success = res.EndedBy == EndedExit && res.ExitCode == 0
+	res.Success = res.EndedBy == ending.Exit && res.ExitCode == 0
 	res.Stdout, res.Stderr = stdout.Kept(), stderr.Kept()
 	res.StdoutOmitted, res.StderrOmitted = stdout.Omitted(), stderr.Omitted()
 	res.StdoutTruncated, res.StderrTruncated = stdout.Omitted() > 0, stderr.Omitted() > 0
@@ -460,11 +461,11 @@ loop:
 		res.FilesCreated, res.FilesModified = delta(before, after)
 	}
 	switch res.EndedBy {
-	case EndedFuel:
+	case ending.Fuel:
 		s.r.security(EventFuelExhaustion, "fuel", fuelLimit, "fuel_consumed", res.FuelConsumed)
-	case EndedMemoryLimit:
+	case ending.MemoryLimit:
 		s.r.security(EventMemoryLimit, "memory_bytes", memLimit, "memory_used_bytes", res.MemoryUsedBytes)
-	case EndedTimeout:
+	case ending.Timeout:
 		s.r.security(EventTimeout, "timeout", cell.Timeout, "duration_ms", res.DurationMS)
 	}
 	s.r.logComplete(res)

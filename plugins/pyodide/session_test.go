@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlmkit/rlm/core/ending"
 	pb "github.com/rlmkit/rlm/core/proto"
 )
 
@@ -171,11 +172,11 @@ func TestSessionTimeoutRestarts(t *testing.T) {
 	for _, tc := range []struct {
 		code string
 		c    CellSpec
-		want EndReason
+		want ending.Reason
 	}{
-		{"busy", CellSpec{Code: "while True: pass", Timeout: time.Second, Fuel: -1}, EndedTimeout},
-		{"sleep", CellSpec{Code: "import time; time.sleep(30)", Timeout: time.Second}, EndedTimeout},
-		{"fuel", CellSpec{Code: "while True: pass", Fuel: 20_000_000}, EndedFuel},
+		{"busy", CellSpec{Code: "while True: pass", Timeout: time.Second, Fuel: -1}, ending.Timeout},
+		{"sleep", CellSpec{Code: "import time; time.sleep(30)", Timeout: time.Second}, ending.Timeout},
+		{"fuel", CellSpec{Code: "while True: pass", Fuel: 20_000_000}, ending.Fuel},
 	} {
 		t0 := time.Now()
 		res := cell(t, s, tc.c)
@@ -206,7 +207,7 @@ func TestSessionFilesAndMemory(t *testing.T) {
 		t.Fatal("file not on host")
 	}
 	res = cell(t, s, CellSpec{Code: "big = 'a' * 100_000_000"})
-	if res.Success || res.EndedBy != EndedMemoryLimit || res.StateLost {
+	if res.Success || res.EndedBy != ending.MemoryLimit || res.StateLost {
 		dump(t, res)
 		t.Fatal("memory limit in a session")
 	}

@@ -7,13 +7,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
-	"github.com/rlmkit/rlm/core/warm"
 	"github.com/rlmkit/rlm/plugins/python/internal/repl"
 )
 
@@ -191,19 +191,21 @@ func (p *isolatedProc) Kill() { _ = p.cmd.Kill() }
 func (p *isolatedProc) Wait() repl.Exit {
 	_ = p.cmd.Wait()
 	o := p.cmd.Outcome()
-	ex := repl.Exit{Code: int32(o.ExitCode), Desc: fmt.Sprintf("exit status %d", o.ExitCode), EndedBy: warm.EndedBy(o.Ending)}
+	ex := repl.Exit{Code: int32(o.ExitCode), Desc: fmt.Sprintf("exit status %d", o.ExitCode), EndedBy: o.Ending.Proto()}
 	if o.Signal != "" {
 		ex.Signal, ex.Code, ex.Desc = o.Signal, 128+int32(o.SignalNumber), "killed by "+o.Signal
 	}
 	switch o.Ending {
-	case isolate.EndedMemoryLimit:
+	case ending.MemoryLimit:
 		ex.Desc = fmt.Sprintf("killed at the session's memory limit (%d MiB)", o.PeakMemoryBytes>>20)
-	case isolate.EndedProcessLimit:
+	case ending.ProcessLimit:
 		ex.Desc += ", at the session's process limit"
-	case isolate.EndedDiskLimit:
+	case ending.DiskLimit:
 		ex.Desc += ", with its working directory full"
-	case isolate.EndedTimeout, isolate.EndedCancelled:
-		ex.EndedBy = pb.EndedBy_ENDED_BY_UNSPECIFIED // the REPL itself killed it and knows why
+	case ending.Exit, ending.Signal, ending.Timeout, ending.Cancelled:
+		// Exit and signal are the REPL's to judge from the status; timeout
+		// and cancelled mean the REPL itself killed it and knows why.
+		ex.EndedBy = pb.EndedBy_ENDED_BY_UNSPECIFIED
 	}
 	return ex
 }

@@ -129,7 +129,7 @@ func (p *process) Wait() (program.Exit, error) {
 		Code:            o.ExitCode,
 		PeakMemoryBytes: o.PeakMemoryBytes,
 		Isolation:       string(p.level),
-		EndedBy:         warm.EndedBy(o.Ending),
+		EndedBy:         o.Ending,
 	}
 	if o.Signal != "" {
 		ex.Signal = syscall.Signal(o.SignalNumber)

@@ -20,6 +20,7 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/backend"
 	"github.com/rlmkit/rlm/core/config"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/install"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
@@ -230,7 +231,7 @@ func run(ctx context.Context, o *Options) error {
 	} else {
 		io.WriteString(o.F.IO.Out, res.Stdout)
 		io.WriteString(o.F.IO.ErrOut, res.Stderr)
-		if res.EndedBy != "exit" && res.Error != "" {
+		if res.EndedBy != ending.Exit && res.Error != "" {
 			fmt.Fprintf(o.F.IO.ErrOut, "rlm: %s\n", res.Error)
 		}
 	}
@@ -265,11 +266,11 @@ func ExitCode(r *core.Result) int {
 		return cmdutil.ExitTimeout
 	}
 	switch r.EndedBy {
-	case "fuel":
+	case ending.Fuel:
 		return cmdutil.ExitFuel
-	case "install_failed":
+	case ending.InstallFailed:
 		return cmdutil.ExitInstall
-	case "cancelled":
+	case ending.Cancelled:
 		return cmdutil.ExitInterrupted
 	}
 	if r.ExitCode < 0 {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/servecmd"
-	"github.com/rlmkit/rlm/cmd/rlm/cli/versioncmd"
 	"github.com/rlmkit/rlm/core/mcpserver"
+	"github.com/rlmkit/rlm/internal/version"
 )
 
 // Options are mcp's settings: serve's engine settings (runtimes, backend,
@@ -62,8 +62,8 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	defer eng.Server.Close()
-	ms := mcpserver.New(eng.Server, mcpserver.Options{Version: versioncmd.String(), Logger: eng.Logger})
-	eng.Logger.Info("serving MCP on stdio", "modes", eng.Modes, "isolation", eng.Limits.Isolation, "version", versioncmd.String())
+	ms := mcpserver.New(eng.Server, mcpserver.Options{Logger: eng.Logger})
+	eng.Logger.Info("serving MCP on stdio", "modes", eng.Modes, "isolation", eng.Limits.Isolation, "version", version.String())
 	t := &mcp.IOTransport{Reader: nopCloser{o.F.IO.In}, Writer: nopWriteCloser{o.F.IO.Out}}
 	err = ms.Run(ctx, t)
 	if err == nil || errors.Is(err, io.EOF) || ctx.Err() != nil {

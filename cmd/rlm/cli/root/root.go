@@ -23,6 +23,7 @@ import (
 	"github.com/rlmkit/rlm/cmd/rlm/cli/versioncmd"
 	"github.com/rlmkit/rlm/core/daemon"
 	"github.com/rlmkit/rlm/core/proctree"
+	"github.com/rlmkit/rlm/internal/version"
 )
 
 // NewCmd builds the root command around f.
@@ -33,7 +34,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// --version, as users try first; `rlm version` says more.
-		Version: versioncmd.String(),
+		Version: version.String(),
 	}
 	cmd.SetVersionTemplate("rlm {{.Version}}\n")
 	cmd.SetOut(f.IO.Out)

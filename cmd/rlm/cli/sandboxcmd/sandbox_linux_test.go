@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/root"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/proctree"
@@ -149,7 +150,7 @@ func TestKilledSupervisorLeavesNothing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ex.EndedBy != pb.EndedBy_CANCELLED || ex.Isolation != "process" {
+			if ex.EndedBy != ending.Cancelled || ex.Isolation != "process" {
 				t.Errorf("exit = %+v, want cancelled at process", ex)
 			}
 			checkNothingLeft(t, token, sup)

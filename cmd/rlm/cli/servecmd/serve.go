@@ -18,7 +18,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
-	"github.com/rlmkit/rlm/cmd/rlm/cli/versioncmd"
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/backend"
 	"github.com/rlmkit/rlm/core/config"
@@ -26,6 +25,7 @@ import (
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/server"
 	"github.com/rlmkit/rlm/internal/launch"
+	"github.com/rlmkit/rlm/internal/version"
 )
 
 // Options are serve's settings after flags, environment and config.
@@ -352,7 +352,6 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 		MaxSessions:    st.MaxSessions,
 		WarmSessions:   st.WarmSessions,
 		Logger:         logger,
-		Version:        versioncmd.String(),
 	})
 	if err != nil {
 		for _, rt := range rts {
@@ -373,7 +372,7 @@ func Run(ctx context.Context, o *Options) error {
 	srv, st, logger, modes, limits := eng.Server, eng.Settings, eng.Logger, eng.Modes, eng.Limits
 	defer srv.Close()
 	// MCP over streamable HTTP, behind the same token, slots and metrics.
-	srv.Handle("/mcp", mcpserver.HTTPHandler(srv, mcpserver.Options{Version: versioncmd.String(), Logger: logger}))
+	srv.Handle("/mcp", mcpserver.HTTPHandler(srv, mcpserver.Options{Logger: logger}))
 
 	ln, err := net.Listen("tcp", st.Addr)
 	if err != nil {
@@ -392,7 +391,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	addr := ln.Addr().String()
 	logger.Info("listening", "addr", "http://"+addr, "modes", strings.Join(modes, ","),
-		"max_concurrent", srv.Capacity(), "queue", st.Queue, "auth", st.Token != "", "isolation", limits.Isolation, "version", versioncmd.String())
+		"max_concurrent", srv.Capacity(), "queue", st.Queue, "auth", st.Token != "", "isolation", limits.Isolation, "version", version.String())
 	if o.Ready != nil {
 		o.Ready(addr)
 	}

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/plugins/pyodide"
 )
 
@@ -108,7 +109,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		stderr.Write(res.Stderr)
 	}
 	switch {
-	case res.EndedBy == pyodide.EndedTimeout:
+	case res.EndedBy == ending.Timeout:
 		return 124
 	case res.ExitCode >= 0:
 		return res.ExitCode

@@ -75,6 +75,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core/capbuf"
+	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/proto"
 )
 
@@ -117,7 +118,7 @@ type Rlimit struct {
 
 // DefaultMaxOutputBytes and DefaultGrace are the zero-value defaults.
 const (
-	DefaultMaxOutputBytes = 1 << 20
+	DefaultMaxOutputBytes = defaults.MaxOutputBytes
 	DefaultGrace          = 2 * time.Second
 )
 
