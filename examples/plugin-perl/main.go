@@ -2,7 +2,6 @@
 // programs. It lives in a module of its own and uses only rlm's public
 // packages, as any plugin outside the rlm repository would:
 //
-//   - core/plugin serves the runtime service over go-plugin (Serve);
 //   - core/native is the body every plugin that runs a local interpreter
 //     shares: Info, and a Run that gives each program a private working
 //     directory, capped output, the wall-clock limit, the produced files,
@@ -14,7 +13,8 @@
 //     (`rlm __sandbox`, named in $RLM_SANDBOX_HELPER). Info declares
 //     exactly the levels that supervisor can enforce on this host (only
 //     none when the plugin is started by anything but rlm), and rlm holds
-//     the plugin to them;
+//     the plugin to them; native.Serve serves it over go-plugin (through
+//     core/plugin, what every plugin imports);
 //   - core/toolpath finds perl and caches its version.
 //
 // A plugin that runs programs some other way must declare only the levels
@@ -33,8 +33,6 @@ import (
 	"strings"
 
 	"github.com/rlmkit/rlm/core/native"
-	"github.com/rlmkit/rlm/core/plugin"
-	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
@@ -82,8 +80,8 @@ func (s *server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResp
 }
 
 func main() {
-	// Grandchildren that escape the program's process group are re-parented
-	// here and killed after each run instead of outliving it.
-	_ = proctree.BecomeSubreaper()
-	plugin.Serve(&server{Server: native.Server{RT: runtime}})
+	// native.Serve makes the plugin a child subreaper (grandchildren that
+	// escape a program's process group are killed after its run), then
+	// serves the runtime over go-plugin.
+	native.Serve(&server{Server: native.Server{RT: runtime}})
 }

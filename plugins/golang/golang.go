@@ -41,8 +41,6 @@ import (
 
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/native/inproc"
-	"github.com/rlmkit/rlm/core/plugin"
-	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
@@ -249,6 +247,5 @@ func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResp
 
 // Main is the plugin binary's entry point.
 func Main() {
-	_ = proctree.BecomeSubreaper()
-	plugin.Serve(New())
+	native.Serve(New())
 }

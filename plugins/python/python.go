@@ -13,8 +13,6 @@ import (
 	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/native/inproc"
-	"github.com/rlmkit/rlm/core/plugin"
-	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
@@ -115,6 +113,5 @@ except (SyntaxError, ValueError) as e:
 func Main() {
 	// Descendants that escape their process group re-parent here, where
 	// they are found and killed, instead of becoming immortal zombies.
-	_ = proctree.BecomeSubreaper()
-	plugin.Serve(New())
+	native.Serve(New())
 }

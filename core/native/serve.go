@@ -1,0 +1,16 @@
+package native
+
+import (
+	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/proctree"
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+// Serve is a native runtime plugin's main: it makes the plugin a child
+// subreaper, so grandchildren that escape a program's process group are
+// re-parented to it and killed after the run instead of outliving it (PID 1
+// does not reap on every host), then serves impl over go-plugin.
+func Serve(impl pb.RuntimeServer) {
+	_ = proctree.BecomeSubreaper()
+	plugin.Serve(impl)
+}
