@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/server"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"github.com/rlmkit/rlm/internal/launch"
 )
 
@@ -37,7 +37,7 @@ const (
 //
 //   - rlm: rlm serve's handler with its plugins, at the default isolation
 //     (auto: namespace wherever bubblewrap works), where programs run in
-//     warm sandboxes (core/warm);
+//     warm sandboxes (internal/warm);
 //   - rlm-cold: the same with RLM_WARM=0, a sandbox built per request (what
 //     rlm did before issue 13);
 //   - reference: a server built the way the earlier sandbox server worked:

@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/rlmkit/rlm/core/isolate"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/isolate"
 )
 
 // AutoIsolation asks for the strongest level both this host and the
@@ -17,7 +17,7 @@ import (
 // to what it declares in Info, never trusted to upgrade or downgrade itself.
 const AutoIsolation = "auto"
 
-// hostLevels are the levels core/isolate defines, weakest first. A plugin
+// hostLevels are the levels internal/isolate defines, weakest first. A plugin
 // may declare a level of its own (pyodide's wasm); the host cannot rank it
 // against these, so auto picks it only when the plugin declares none of them.
 var hostLevels = []isolate.Level{isolate.LevelNone, isolate.LevelProcess, isolate.LevelNamespace}
@@ -43,7 +43,7 @@ func DeclaredLevels(info *pb.InfoResponse, session bool) []string {
 // auto is the strongest of none, process and namespace that the plugin
 // declares and this host can enforce (else the plugin's own level, such
 // as wasm). An explicit level must be declared by the plugin and, when
-// core/isolate defines it, work on this host; otherwise the answer is an
+// internal/isolate defines it, work on this host; otherwise the answer is an
 // error naming the plugin, what it supports and the fix, and nothing runs.
 func ResolveIsolation(info *pb.InfoResponse, plugin, requested string, session bool) (string, error) {
 	declared := DeclaredLevels(info, session)

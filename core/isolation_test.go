@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rlmkit/rlm/core/isolate"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/isolate"
 )
 
 func TestResolveIsolationAuto(t *testing.T) {

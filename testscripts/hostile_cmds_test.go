@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rlmkit/rlm/core/warm"
+	"github.com/rlmkit/rlm/internal/warm"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -121,7 +121,7 @@ func cmdLeftovers(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// warmSandboxTrees lists the processes of live warm sandboxes (core/warm):
+// warmSandboxTrees lists the processes of live warm sandboxes (internal/warm):
 // each worker (pid 1 of its sandbox, its last argument warm.WorkerArg) and
 // every ancestor up to and including the plugin that started it. A warm
 // sandbox outlives the runs it served by design; `leftovers -warm` allows

@@ -52,10 +52,10 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/plugin"
-	"github.com/rlmkit/rlm/core/pool"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/internal/catalog"
 	"github.com/rlmkit/rlm/internal/launch"
+	"github.com/rlmkit/rlm/internal/pool"
 )
 
 // BackendName is what results served by the daemon report as backend.

@@ -1,8 +1,8 @@
 // Package ending names how a run or a cell ended. It is the one definition
-// of that idea: the sandbox (core/isolate), the plugins, the engine and
+// of that idea: the sandbox (internal/isolate), the plugins, the engine and
 // core.Result all use Reason, and this package alone translates it to and
 // from the wire's pb.EndedBy. It sits below core because core imports
-// core/isolate, which must report endings too.
+// internal/isolate, which must report endings too.
 package ending
 
 import pb "github.com/rlmkit/rlm/core/proto"

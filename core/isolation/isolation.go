@@ -1,12 +1,12 @@
 // Package isolation names the isolation levels a program can run at. It is
 // a leaf with no sandbox machinery in it, so code that only speaks about
 // levels (a plugin's Info and request checks, core/native's body) does not
-// link the sandbox (core/isolate) that enforces them.
+// link the sandbox (internal/isolate) that enforces them.
 package isolation
 
 import "fmt"
 
-// Level is how strongly a program is isolated; see core/isolate for what
+// Level is how strongly a program is isolated; see internal/isolate for what
 // each level enforces.
 type Level string
 
@@ -17,7 +17,7 @@ const (
 	Namespace Level = "namespace"
 )
 
-// Levels are the levels core/isolate defines, weakest first.
+// Levels are the levels internal/isolate defines, weakest first.
 var Levels = []Level{None, Process, Namespace}
 
 // Parse accepts "none", "process", "namespace" (and "" as "process", the

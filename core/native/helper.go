@@ -13,8 +13,8 @@ import (
 	"syscall"
 
 	"github.com/rlmkit/rlm/core/isolation"
-	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/program"
+	"github.com/rlmkit/rlm/internal/proctree"
 )
 
 // HelperEnv names the variable through which rlm tells the plugins it
@@ -45,7 +45,7 @@ type HelperReport struct {
 }
 
 // HelperSandbox runs each sandboxed program through the host's supervisor
-// (`Path __sandbox`): the supervisor builds the sandbox with core/isolate,
+// (`Path __sandbox`): the supervisor builds the sandbox with internal/isolate,
 // the program's standard files are its own, and killing it (SIGTERM) kills
 // the sandbox and still cleans up and reports. A plugin using it links no
 // sandbox code and enforces exactly what the host can. It is the Sandbox

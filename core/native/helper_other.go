@@ -5,7 +5,7 @@ package native
 import (
 	"os/exec"
 
-	"github.com/rlmkit/rlm/core/proctree"
+	"github.com/rlmkit/rlm/internal/proctree"
 )
 
 // configureHelper gives the supervisor a process group of its own.

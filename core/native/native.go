@@ -18,11 +18,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/rlmkit/rlm/core/install"
 	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
+	"github.com/rlmkit/rlm/internal/install"
 	"github.com/rlmkit/rlm/internal/version"
 )
 
@@ -53,7 +53,7 @@ type Runtime struct {
 	Spawner      func(t toolpath.Tool, req *pb.RunRequest) program.Spawner
 	Capabilities []string
 	// Installer, when set, installs a request's requirements (cached by
-	// core/install) before Prepare and the program run; nil means
+	// internal/install) before Prepare and the program run; nil means
 	// requirements are ignored (shell, golang).
 	Installer func(t toolpath.Tool) *install.Installer
 	// InstallEnv makes the installed set in dir usable by the program

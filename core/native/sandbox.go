@@ -11,7 +11,7 @@ import (
 
 // Sandbox runs a runtime's programs at the isolation levels above none. It
 // is an interface so that the body of a native plugin links no sandbox
-// code: the built-in plugins use core/native/inproc's (core/isolate in
+// code: the built-in plugins use core/native/inproc's (internal/isolate in
 // process, with warm sandboxes), and a plugin that sets none gets
 // HelperSandbox, which asks the rlm binary that started it.
 type Sandbox interface {
@@ -30,7 +30,7 @@ type SandboxRun struct {
 	// and Dir.
 	Spec SandboxSpec
 	// Tool, Limits and ReturnFiles are for a Sandbox that serves runs from
-	// warm sandboxes (core/warm), which shows the host by the tool and
+	// warm sandboxes (internal/warm), which shows the host by the tool and
 	// applies the limits per run.
 	Tool        toolpath.Tool
 	Limits      *pb.Limits
@@ -41,7 +41,7 @@ type SandboxRun struct {
 	Shared bool
 }
 
-// SandboxSpec is one sandboxed program: the part of core/isolate's Spec a
+// SandboxSpec is one sandboxed program: the part of internal/isolate's Spec a
 // native runtime sets. It is also what a plugin sends the host's sandbox
 // supervisor (`rlm __sandbox`), hence the JSON names.
 type SandboxSpec struct {

@@ -2,8 +2,8 @@ package native
 
 import (
 	"github.com/rlmkit/rlm/core/plugin"
-	"github.com/rlmkit/rlm/core/proctree"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/proctree"
 )
 
 // Serve is a native runtime plugin's main: it makes the plugin a child

@@ -41,7 +41,7 @@ type SessionOptions struct {
 	Wall      time.Duration // a cell's timeout when Execute asks for none (0: defaults.Timeout)
 	// Dir returns the session's working directory on this host, where the
 	// running interpreter sees it now (a sandbox may work in a private
-	// copy, see core/isolate). A cell's Execute.files are written there
+	// copy, see internal/isolate). A cell's Execute.files are written there
 	// (program.PutFiles) before it runs, and with Execute.return_files the
 	// files it created or changed there come back in its result, as a
 	// program's do (program.Snapshot). Nil: the session takes no files

@@ -28,11 +28,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rlmkit/rlm/core/capbuf"
 	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/core/proctree"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/capbuf"
+	"github.com/rlmkit/rlm/internal/proctree"
 )
 
 // Defaults applied when a request's limit is zero.

@@ -162,7 +162,7 @@ type InfoResponse struct {
 	UnavailableReason string                 `protobuf:"bytes,8,opt,name=unavailable_reason,json=unavailableReason,proto3" json:"unavailable_reason,omitempty"` // "'node' not found in PATH"
 	Backend           string                 `protobuf:"bytes,9,opt,name=backend,proto3" json:"backend,omitempty"`                                              // native, pyodide, daemon
 	// The isolation levels this plugin's programs (Run) can enforce: none,
-	// process, namespace (as core/isolate defines them: above none the level
+	// process, namespace (as internal/isolate defines them: above none the level
 	// includes the memory, process, CPU and disk caps of Limits), or a level
 	// of its own such as wasm. The host runs nothing at a level not listed
 	// here: auto picks the strongest listed one the host also supports, an

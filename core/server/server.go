@@ -46,8 +46,8 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/defaults"
-	"github.com/rlmkit/rlm/core/pool"
 	"github.com/rlmkit/rlm/docs"
+	"github.com/rlmkit/rlm/internal/pool"
 	"github.com/rlmkit/rlm/internal/version"
 )
 

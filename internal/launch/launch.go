@@ -17,10 +17,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 
-	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/plugin"
-	"github.com/rlmkit/rlm/core/proctree"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/isolate"
+	"github.com/rlmkit/rlm/internal/proctree"
 )
 
 // Plugin is a running plugin process and its runtime client.

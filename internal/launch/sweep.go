@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/rlmkit/rlm/core/isolate"
-	"github.com/rlmkit/rlm/core/proctree"
+	"github.com/rlmkit/rlm/internal/isolate"
+	"github.com/rlmkit/rlm/internal/proctree"
 )
 
 // sockDirPrefix starts the name of the directory a host makes for each

@@ -8,13 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	"github.com/rlmkit/rlm/core/install"
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/native/inproc"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
-	"github.com/rlmkit/rlm/core/warm"
+	"github.com/rlmkit/rlm/internal/install"
+	"github.com/rlmkit/rlm/internal/warm"
 )
 
 // Probe reports node's version as `node --version` prints it ("v20.20.2").

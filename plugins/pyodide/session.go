@@ -12,10 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rlmkit/rlm/core/capbuf"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/capbuf"
 	"github.com/rlmkit/rlm/plugins/internal/pycell"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/chanfs"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/fuel"

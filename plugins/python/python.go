@@ -10,13 +10,13 @@ import (
 	"os/exec"
 	"strconv"
 
-	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/native/inproc"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
-	"github.com/rlmkit/rlm/core/warm"
+	"github.com/rlmkit/rlm/internal/isolate"
+	"github.com/rlmkit/rlm/internal/warm"
 )
 
 // probeScript prints what the plugin needs to know about an interpreter in

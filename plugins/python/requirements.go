@@ -4,10 +4,10 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	"github.com/rlmkit/rlm/core/install"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
+	"github.com/rlmkit/rlm/internal/install"
 )
 
 // PipCommand is the installer's command line for interpreter exe: `uv pip

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"github.com/rlmkit/rlm/plugins/python/internal/repl"
 )
 
@@ -70,7 +70,7 @@ func (s *Server) Session(stream pb.Runtime_SessionServer) error {
 // directory, or under namespace the sandbox's own /workspace tmpfs (reached
 // through a descriptor isolate holds), a private copy that changes with
 // every restart and reaches the session directory only when the
-// interpreter exits (see core/isolate). Cell files go where the
+// interpreter exits (see internal/isolate). Cell files go where the
 // interpreter sees them now, created as its user.
 type workdir struct {
 	dir string
@@ -110,11 +110,11 @@ func (w *workdir) get() string {
 // through unchanged.
 //
 //   - none: a plain child in its own process group.
-//   - process: the same, with the rlimits core/isolate gives a program
+//   - process: the same, with the rlimits internal/isolate gives a program
 //     (memory through RLIMIT_DATA, so a runaway allocation is a MemoryError
 //     in the cell, not a dead session; processes; file size), the scrubbed
 //     environment and a private directory.
-//   - namespace: started by core/isolate exactly like a program (user, mount,
+//   - namespace: started by internal/isolate exactly like a program (user, mount,
 //     pid, network, ipc and uts namespaces, uid 65534, no capabilities,
 //     seccomp, the host read-only with only the interpreter visible, private
 //     /tmp, /dev/shm and working directory, memory and process caps in
@@ -157,7 +157,7 @@ func sessionIsolation(l *pb.Limits, readOnly []string, started func(*isolate.Cmd
 }
 
 // isolatedLauncher starts each interpreter of a session through
-// core/isolate with base (Argv, Env, Dir and ExtraFiles filled in per start)
+// internal/isolate with base (Argv, Env, Dir and ExtraFiles filled in per start)
 // and hands each started sandbox to started (nil: nobody).
 func isolatedLauncher(base isolate.Spec, started func(*isolate.Cmd)) repl.Launcher {
 	return func(argv, env []string, dir string, extra []*os.File, stdout, stderr *os.File) (repl.Proc, error) {
@@ -181,7 +181,7 @@ func isolatedLauncher(base isolate.Spec, started func(*isolate.Cmd)) repl.Launch
 	}
 }
 
-// isolatedProc is an interpreter running under core/isolate.
+// isolatedProc is an interpreter running under internal/isolate.
 type isolatedProc struct{ cmd *isolate.Cmd }
 
 func (p *isolatedProc) Pid() int { return p.cmd.ProgramPid() }

@@ -11,7 +11,7 @@ import (
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
-	"github.com/rlmkit/rlm/core/warm"
+	"github.com/rlmkit/rlm/internal/warm"
 )
 
 // Probe reports bash's version as the first line of `bash --version`.

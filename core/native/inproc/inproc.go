@@ -1,6 +1,6 @@
 // Package inproc is core/native's in-process Sandbox: programs run under
-// core/isolate started by the plugin itself, and namespace runs are served
-// from warm sandboxes (core/warm). The built-in plugins use it; the rlm
+// internal/isolate started by the plugin itself, and namespace runs are served
+// from warm sandboxes (internal/warm). The built-in plugins use it; the rlm
 // binary's sandbox supervisor (`rlm __sandbox`, Supervise) runs the same
 // code for plugins that link no sandbox.
 package inproc
@@ -12,18 +12,18 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/program"
 	"github.com/rlmkit/rlm/core/toolpath"
-	"github.com/rlmkit/rlm/core/warm"
+	"github.com/rlmkit/rlm/internal/isolate"
+	"github.com/rlmkit/rlm/internal/warm"
 )
 
-// Sandbox implements native.Sandbox with core/isolate in this process.
+// Sandbox implements native.Sandbox with internal/isolate in this process.
 type Sandbox struct {
 	// Warm, when set, lets programs run under isolation namespace in warm
-	// sandboxes (core/warm) once the plugin serves more than one run: it
+	// sandboxes (internal/warm) once the plugin serves more than one run: it
 	// says how the sandbox's worker runs the program (the mode and the
 	// worker's interpreter) and what else of the host it must show; false
 	// keeps a sandbox per run (no Python for the worker, say).
@@ -48,7 +48,7 @@ func (sb *Sandbox) Spawner(ctx context.Context, r native.SandboxRun) program.Spa
 }
 
 // warmSpawner returns a spawner that runs the program in a warm sandbox
-// (core/warm), or nil to build a sandbox for this run alone. Only
+// (internal/warm), or nil to build a sandbox for this run alone. Only
 // namespace runs qualify (the warm path gives exactly that level), and only
 // runs whose sandbox needs nothing particular to them (installed
 // requirements or a context file would each need a sandbox of their own;
@@ -73,7 +73,7 @@ func (sb *Sandbox) warmSpawner(ctx context.Context, r native.SandboxRun, cold pr
 	return pool.Spawner(ctx, warm.Run{Limits: r.Limits, ReturnFiles: r.ReturnFiles, Fallback: cold})
 }
 
-// spawner starts programs through core/isolate, a sandbox per run.
+// spawner starts programs through internal/isolate, a sandbox per run.
 type spawner struct {
 	ctx  context.Context
 	spec native.SandboxSpec
@@ -86,7 +86,7 @@ func (s *spawner) Spawn(argv []string, dir string, env []string, stdin, stdout, 
 	return start(s.ctx, spec, stdin, stdout, stderr)
 }
 
-// start runs spec under core/isolate with the given standard files; the
+// start runs spec under internal/isolate with the given standard files; the
 // end of ctx kills it.
 func start(ctx context.Context, s native.SandboxSpec, stdin, stdout, stderr *os.File) (*process, error) {
 	cmd, err := isolate.Command(ctx, isolate.Spec{

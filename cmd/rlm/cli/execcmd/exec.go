@@ -21,10 +21,10 @@ import (
 	"github.com/rlmkit/rlm/core/backend"
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/core/install"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/install"
 	"github.com/rlmkit/rlm/internal/launch"
 )
 

@@ -1,7 +1,7 @@
 // Package sandboxcmd implements `rlm __sandbox`, the host's sandbox
 // supervisor: a plugin that links no sandbox code (core/native's default,
 // HelperSandbox) runs each sandboxed program through it, so it gets the
-// same core/isolate sandbox as the built-in plugins. It is hidden: only
+// same internal/isolate sandbox as the built-in plugins. It is hidden: only
 // plugins call it, through $RLM_SANDBOX_HELPER, which rlm sets (SetHelper).
 package sandboxcmd
 
@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
-	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/native/inproc"
+	"github.com/rlmkit/rlm/internal/isolate"
 )
 
 // NewCmd builds the command. Without --levels it runs one program: the

@@ -17,9 +17,9 @@ import (
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/native"
-	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/proctree"
 )
 
 // TestMain makes the test binary rlm when a plugin runs it as the sandbox

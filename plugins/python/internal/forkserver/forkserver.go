@@ -28,9 +28,9 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/program"
-	"github.com/rlmkit/rlm/core/warm"
+	"github.com/rlmkit/rlm/internal/proctree"
+	"github.com/rlmkit/rlm/internal/warm"
 )
 
 //go:embed zygote.py

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/proctree"
 	"github.com/rlmkit/rlm/plugins/python/internal/repl"
 )
 

@@ -9,15 +9,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/proctree"
 )
 
 // Launcher starts an interpreter: argv with exactly env, in dir, with extra
 // as descriptors 3, 4, ... and stdout and stderr connected to the capture
 // pipes (stdin is /dev/null). Config.Launch selects one; nil is the plain
 // child of ChildLauncher. The python plugin passes one that starts the
-// interpreter inside core/isolate's sandbox, so a session lives in the same
+// interpreter inside internal/isolate's sandbox, so a session lives in the same
 // kind of sandbox as a program, restarts included.
 type Launcher func(argv, env []string, dir string, extra []*os.File, stdout, stderr *os.File) (Proc, error)
 

@@ -53,7 +53,7 @@
 //     of goroutines that exit while locked to them). Close and every hard
 //     kill SIGKILL the group and every process carrying the session's
 //     RLM_REPL_SESSION tag or descending from the interpreter, including
-//     children that left the group with setsid (core/proctree.KillTree);
+//     children that left the group with setsid (internal/proctree.KillTree);
 //     call proctree.BecomeSubreaper once so such orphans are re-parented
 //     to this process and get reaped. Orphans
 //     that exit on their own while the session lives are reaped by whoever
@@ -74,9 +74,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rlmkit/rlm/core/capbuf"
 	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/capbuf"
 )
 
 // Config configures a Process. Zero values select the documented defaults.

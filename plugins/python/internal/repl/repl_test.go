@@ -19,9 +19,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/rlmkit/rlm/core/capbuf"
-	"github.com/rlmkit/rlm/core/proctree"
 	"github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/capbuf"
+	"github.com/rlmkit/rlm/internal/proctree"
 	"golang.org/x/sys/unix"
 )
 

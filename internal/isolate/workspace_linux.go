@@ -3,7 +3,7 @@ package isolate
 import (
 	"errors"
 	"fmt"
-	"github.com/rlmkit/rlm/core/proctree"
+	"github.com/rlmkit/rlm/internal/proctree"
 	"io"
 	"io/fs"
 	"os"

@@ -1,4 +1,4 @@
-module github.com/rlmkit/rlm/core/isolate/seccompgen
+module github.com/rlmkit/rlm/internal/isolate/seccompgen
 
 go 1.25
 

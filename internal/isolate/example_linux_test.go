@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/rlmkit/rlm/core/isolate"
+	"github.com/rlmkit/rlm/internal/isolate"
 )
 
 // How a runtime plugin runs a user's program: input files in the working

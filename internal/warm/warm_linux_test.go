@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/isolate"
 )
 
 // python returns the real interpreter and its prefix, or skips.

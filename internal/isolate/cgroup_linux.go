@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"github.com/rlmkit/rlm/core/proctree"
+	"github.com/rlmkit/rlm/internal/proctree"
 	"os"
 	"path/filepath"
 	"strconv"

@@ -1,5 +1,5 @@
 // Package warm runs programs in warm sandboxes: a namespace sandbox built by
-// core/isolate ahead of demand, with a warm Python worker inside it as the
+// internal/isolate ahead of demand, with a warm Python worker inside it as the
 // sandbox's pid 1, which forks a fresh child for each request. A run then
 // costs a fork and a cgroup, not an interpreter start and a sandbox built
 // from nothing. It is a program.Spawner, used by core/native for programs

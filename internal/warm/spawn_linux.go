@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/core/isolate"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/isolate"
 )
 
 // Run describes one request for Spawner.

@@ -1,5 +1,5 @@
 # Script semantics shared by rlm's Python fork servers: the plain one of
-# plugins/python (isolation none) and the sandboxed worker of core/warm.
+# plugins/python (isolation none) and the sandboxed worker of internal/warm.
 # run_main runs a file as __main__ in a freshly forked child, the way
 # `python3 FILE ARGS...` would: sys.argv, sys.path[0], __file__, the
 # environment, tracebacks without this file's frames, SystemExit, atexit

@@ -207,7 +207,7 @@ type Spec struct {
 	// bwrap --as-pid-1) instead of a child of bwrap's reaper. The kernel
 	// then drops every signal sent from inside the sandbox that the program
 	// has no handler for, SIGKILL and SIGSTOP included, so a warm worker that
-	// forks each request's program (core/warm) cannot be killed or stopped
+	// forks each request's program (internal/warm) cannot be killed or stopped
 	// by that program; and the program reaps every orphan of the sandbox.
 	AsInit bool
 

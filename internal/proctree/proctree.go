@@ -9,5 +9,5 @@
 //     escapees are re-parented to it rather than to PID 1 (which on some
 //     machines never reaps), and KillOrphans finds and ends them.
 //   - Full containment of hostile code needs a pid namespace or cgroup; that is
-//     core/isolate's job. This package is the floor every level stands on.
+//     internal/isolate's job. This package is the floor every level stands on.
 package proctree

@@ -19,7 +19,7 @@ import (
 
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/isolation"
-	"github.com/rlmkit/rlm/core/proctree"
+	"github.com/rlmkit/rlm/internal/proctree"
 )
 
 // shim stops itself so the parent can put it into cgroups and set its rlimits

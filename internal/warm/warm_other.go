@@ -9,7 +9,7 @@ import (
 	pb "github.com/rlmkit/rlm/core/proto"
 )
 
-// Pool is never usable outside Linux, where core/isolate runs nothing.
+// Pool is never usable outside Linux, where internal/isolate runs nothing.
 type Pool struct{}
 
 // Run describes one request for Spawner.

@@ -822,7 +822,7 @@ func TestSeccompBlobsMatchBlocklist(t *testing.T) {
 	sum := sha256.Sum256(seccompBlocklist)
 	lines := strings.Split(strings.TrimSpace(string(seccompSum)), "\n")
 	if lines[0] != "blocklist-sha256 "+hex.EncodeToString(sum[:]) {
-		t.Fatal("seccomp_blocklist.txt changed since the filters were generated: run go generate ./core/isolate")
+		t.Fatal("seccomp_blocklist.txt changed since the filters were generated: run go generate ./internal/isolate")
 	}
 	blobs := map[string][]byte{"amd64": seccompAMD64, "arm64": seccompARM64}
 	for _, l := range lines[1:] {

@@ -8,7 +8,7 @@
 // ABI on amd64 and syscall numbering per architecture, which are the parts a
 // hand-written BPF program most often gets wrong.
 //
-// Run: go generate ./core/isolate  (or: cd core/isolate/seccompgen && go run . -dir ..)
+// Run: go generate ./internal/isolate  (or: cd internal/isolate/seccompgen && go run . -dir ..)
 package main
 
 import (
