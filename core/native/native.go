@@ -151,12 +151,10 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 		env = append(env, "RLM_CONTEXT_FILE="+p)
 		ctxFile = p
 	}
-	for k, v := range req.GetEnv() {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			ws.Remove()
-			return nil, status.Errorf(codes.InvalidArgument, "env name %q is not valid: want a name without '=' or NUL", k)
-		}
-		env = append(env, k+"="+string(v))
+	env, err = program.Environ(env, req.GetEnv())
+	if err != nil {
+		ws.Remove()
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	var inst *install.Outcome
 	ro := []string{}

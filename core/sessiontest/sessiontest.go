@@ -141,3 +141,23 @@ del _saved`,
 		}
 	}
 }
+
+// CheckEnvRefused opens sessions of rt whose environment a program could
+// not receive (a name with '=', a value with NUL): each open must fail,
+// naming the variable, rather than start an interpreter with another
+// environment than the one asked for.
+func CheckEnvRefused(t testing.TB, rt *core.Runtime) {
+	t.Helper()
+	for name, value := range map[string]string{"A=B": "1", "NUL": "a\x00b"} {
+		s, err := rt.OpenSession(context.Background(), core.SessionOptions{Env: map[string]string{name: value}})
+		if err == nil {
+			s.Close()
+			t.Errorf("a session with env %q=%q opened; want it refused", name, value)
+			continue
+		}
+		want := strings.TrimSuffix(strings.SplitN(name, "=", 2)[0], "\x00")
+		if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "env") {
+			t.Errorf("env %q=%q: error %q does not name the variable", name, value, err)
+		}
+	}
+}

@@ -72,6 +72,9 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	if len(req.GetRequirements()) > 0 {
 		return nil, status.Error(codes.InvalidArgument, "the pyodide backend cannot install requirements (no network, no pip): use -b native")
 	}
+	if err := program.CheckEnv(req.GetEnv()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	dir, err := os.MkdirTemp("", "rlm-wasm-")
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -116,6 +119,9 @@ func (s *Server) Session(stream pb.Runtime_SessionServer) error {
 	open, err := plugin.ReceiveOpen(stream)
 	if err != nil {
 		return err
+	}
+	if err := program.CheckEnv(open.GetEnv()); err != nil {
+		return plugin.SendFatal(stream, err.Error())
 	}
 	ctx := stream.Context()
 	rn, err := s.get(ctx)

@@ -125,6 +125,10 @@ func TestPluginSession(t *testing.T) {
 	}
 }
 
+// A session environment no program could receive is refused at open, as
+// on the native Python.
+func TestPluginSessionEnvRefused(t *testing.T) { sessiontest.CheckEnvRefused(t, startRuntime(t)) }
+
 // The helpers a cell sees behave as sessiontest holds every Python to,
 // the native one included.
 func TestPluginHelpers(t *testing.T) {

@@ -124,6 +124,9 @@ func TestBridgesReachGo(t *testing.T) {
 }
 
 // The helpers a cell sees behave as sessiontest holds every Python to.
+// A session environment no program could receive is refused at open.
+func TestSessionEnvRefused(t *testing.T) { sessiontest.CheckEnvRefused(t, startRuntime(t)) }
+
 func TestHelpers(t *testing.T) {
 	sessiontest.CheckHelpers(t, open(t, startRuntime(t), core.SessionOptions{
 		Context: &core.Context{Data: []byte(sessiontest.HelperContext)},

@@ -38,9 +38,9 @@ func (s *Server) Session(stream pb.Runtime_SessionServer) error {
 	if err != nil {
 		return plugin.SendFatal(stream, err.Error())
 	}
-	env := append(program.BaseEnv(dir), "PYTHONDONTWRITEBYTECODE=1")
-	for k, v := range open.GetEnv() {
-		env = append(env, k+"="+string(v))
+	env, err := program.Environ(append(program.BaseEnv(dir), "PYTHONDONTWRITEBYTECODE=1"), open.GetEnv())
+	if err != nil {
+		return plugin.SendFatal(stream, err.Error())
 	}
 	start := time.Now()
 	proc, err := repl.Start(stream.Context(), repl.Config{
