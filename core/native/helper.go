@@ -23,8 +23,15 @@ import (
 const HelperEnv = "RLM_SANDBOX_HELPER"
 
 // HelperCommand is the hidden rlm subcommand that supervises one sandboxed
-// program; with --levels it lists the levels the host enforces, one a line.
+// program (with HelperRunFlag); with --levels it lists the levels the host
+// enforces, one a line.
 const HelperCommand = "__sandbox"
+
+// HelperRunFlag asks the supervisor to run the program whose spec is on
+// HelperSpecFD. It is explicit because descriptors 3 and 4 cannot tell a
+// plugin's pipes from the Go runtime's own descriptors in a process
+// started by hand.
+const HelperRunFlag = "--run"
 
 // The supervisor's descriptors besides the program's standard files: it
 // reads one SandboxSpec (JSON) from HelperSpecFD and writes HelperReports
@@ -131,7 +138,7 @@ func (s helperSpawner) Spawn(argv []string, dir string, env []string, stdin, std
 		specW.Close()
 		return nil, err
 	}
-	cmd := exec.Command(s.path, HelperCommand)
+	cmd := exec.Command(s.path, HelperCommand, HelperRunFlag)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	cmd.ExtraFiles = []*os.File{specR, repW} // HelperSpecFD, HelperReportFD
 	configureHelper(cmd)

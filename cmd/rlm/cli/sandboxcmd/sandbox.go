@@ -8,6 +8,7 @@ package sandboxcmd
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -23,7 +24,7 @@ import (
 // command's context) kills the sandbox, which is still cleaned up and
 // reported.
 func NewCmd(f *cmdutil.Factory) *cobra.Command {
-	var levels bool
+	var levels, run bool
 	cmd := &cobra.Command{
 		Use:    native.HelperCommand,
 		Short:  "Supervise one sandboxed program for a plugin (internal)",
@@ -36,6 +37,10 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 				}
 				return nil
 			}
+			if !run {
+				return cmdutil.Usagef("rlm %s is run by runtime plugins (core/native), not by hand: with %s it reads a program's spec on descriptor %d and reports on descriptor %d; rlm %s --levels lists the isolation levels this host enforces",
+					native.HelperCommand, native.HelperRunFlag, native.HelperSpecFD, native.HelperReportFD, native.HelperCommand)
+			}
 			spec := os.NewFile(native.HelperSpecFD, "sandbox-spec")
 			report := os.NewFile(native.HelperReportFD, "sandbox-report")
 			defer spec.Close()
@@ -44,6 +49,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&levels, "levels", false, "list the isolation levels this host enforces, one a line")
+	cmd.Flags().BoolVar(&run, strings.TrimPrefix(native.HelperRunFlag, "--"), false, "run the program whose spec is on descriptor 3 (plugins only)")
 	return cmd
 }
 
