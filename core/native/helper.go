@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/program"
@@ -177,7 +178,13 @@ type helperProcess struct {
 	r       *os.File
 	pid     int
 	kill    sync.Once
+	hard    *time.Timer // SIGKILL if the supervisor outlives helperKillGrace
 }
+
+// helperKillGrace is how long a supervisor asked to stop may take to kill
+// the sandbox, clean up and report before it is killed itself: then bwrap's
+// --die-with-parent ends the sandbox, and the next rlm sweeps its cgroups.
+const helperKillGrace = 10 * time.Second
 
 // Pid is the sandbox's process group, as for an in-process sandbox, so
 // program.Exec's group kill reaches the program, not the supervisor, which
@@ -187,7 +194,10 @@ func (p *helperProcess) Pid() int { return p.pid }
 // Kill asks the supervisor to kill the sandbox; it then cleans up and
 // reports how the program ended.
 func (p *helperProcess) Kill() {
-	p.kill.Do(func() { _ = p.cmd.Process.Signal(syscall.SIGTERM) })
+	p.kill.Do(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		p.hard = time.AfterFunc(helperKillGrace, func() { _ = p.cmd.Process.Kill() })
+	})
 }
 
 // Wait implements program.Process.
@@ -195,6 +205,10 @@ func (p *helperProcess) Wait() (program.Exit, error) {
 	var end HelperReport
 	derr := p.reports.Decode(&end)
 	werr := p.cmd.Wait()
+	p.kill.Do(func() {}) // no hard kill may start after this
+	if p.hard != nil {
+		p.hard.Stop()
+	}
 	proctree.Untrack(p.cmd.Process.Pid)
 	p.r.Close()
 	if derr != nil || end.Exit == nil {
