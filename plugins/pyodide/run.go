@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -258,29 +259,11 @@ func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 	if e.mount != nil {
 		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(e.mount, GuestWorkspace)
 	}
-	cfg := wazero.NewModuleConfig().
-		WithName("").
-		WithArgs(e.args...).
-		WithStdin(bytes.NewReader(spec.Stdin)).
-		WithStdout(stdout).
-		WithStderr(stderr).
-		WithFSConfig(fsc).
-		WithSysWalltime().
-		WithSysNanotime().
-		WithRandSource(rand.Reader).
-		// Sleep until the watchdog fires at most. It empties the fuel
-		// before it closes wake, so the guest traps as soon as it runs
-		// again instead of running on (e.g. printing) for a moment.
-		WithNanosleep(func(ns int64) {
-			t := time.NewTimer(time.Duration(ns))
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-wake:
-			}
-		}).
-		WithStartFunctions() // _start is called below, after the fuel is set
-	cfg = withEnv(cfg, spec.Env)
+	// Sleep until the watchdog fires at most. It empties the fuel before
+	// it closes wake, so the guest traps as soon as it runs again instead
+	// of running on (e.g. printing) for a moment.
+	cfg := guestConfig(fsc, e.args, stdout, stderr, spec.Env, func() <-chan struct{} { return wake }).
+		WithStdin(bytes.NewReader(spec.Stdin))
 
 	alloc := &memalloc.Allocator{Limit: memLimit}
 	ictx := experimental.WithMemoryAllocator(ctx, alloc)
@@ -430,6 +413,33 @@ var guestEnv = map[string]string{
 }
 
 // withEnv sets the merged environment, sorted so runs are reproducible.
+// guestConfig is the module configuration of every guest, a program's or a
+// session's interpreter: the host's clocks and randomness, no start
+// function (_start is called once the fuel is set), guestEnv with env over
+// it, and a sleep that ends early when the channel wake returns is closed
+// (wake is asked at each sleep: a session swaps it per cell).
+func guestConfig(fsc wazero.FSConfig, args []string, stdout, stderr io.Writer, env map[string]string, wake func() <-chan struct{}) wazero.ModuleConfig {
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithArgs(args...).
+		WithStdout(stdout).
+		WithStderr(stderr).
+		WithFSConfig(fsc).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithRandSource(rand.Reader).
+		WithNanosleep(func(ns int64) {
+			t := time.NewTimer(time.Duration(ns))
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-wake():
+			}
+		}).
+		WithStartFunctions()
+	return withEnv(cfg, env)
+}
+
 func withEnv(cfg wazero.ModuleConfig, extra map[string]string) wazero.ModuleConfig {
 	env := make(map[string]string, len(guestEnv)+len(extra))
 	for k, v := range guestEnv {

@@ -2,7 +2,6 @@ package pyodide
 
 import (
 	"context"
-	"crypto/rand"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -184,25 +183,8 @@ func (s *Session) start(ctx context.Context) error {
 	if s.spec.ContextJSON {
 		ctxKind = "json"
 	}
-	cfg := wazero.NewModuleConfig().
-		WithName("").
-		WithArgs("python", "-S", "-u", "-B", "-c", driver, ctxKind).
-		WithStdout(inst.out).
-		WithStderr(inst.errw).
-		WithFSConfig(fsc).
-		WithSysWalltime().
-		WithSysNanotime().
-		WithRandSource(rand.Reader).
-		WithNanosleep(func(ns int64) {
-			t := time.NewTimer(time.Duration(ns))
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-*inst.interrupt.Load():
-			}
-		}).
-		WithStartFunctions()
-	cfg = withEnv(cfg, s.spec.Env)
+	cfg := guestConfig(fsc, []string{"python", "-S", "-u", "-B", "-c", driver, ctxKind}, inst.out, inst.errw, s.spec.Env,
+		func() <-chan struct{} { return *inst.interrupt.Load() })
 	inst.alloc = &memalloc.Allocator{Limit: memLimit}
 	mod, err := r.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, inst.alloc), r.compiled, cfg)
 	if err != nil {
