@@ -21,7 +21,7 @@ import (
 // process over go-plugin, as it does for python.
 func TestMain(m *testing.M) {
 	if os.Getenv("RLM_FAKE_PLUGIN") == "1" {
-		plugin.Serve(fakeRuntime())
+		plugin.ServeGRPC(fakeRuntime())
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

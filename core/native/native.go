@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rlmkit/rlm/core/isolation"
+	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
@@ -41,6 +42,9 @@ type Runtime struct {
 	// Check, when set, reports why a found tool is still unusable
 	// (for example Python older than 3.8).
 	Check func(toolpath.Tool) error
+	// Syntax says how the runtime checks code without running it (Check
+	// RPC); nil means the runtime offers no check.
+	Syntax func(t toolpath.Tool) (SyntaxCheck, error)
 	// Argv is the command that runs the workspace's code.
 	Argv func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string
 	// Env adds runtime-specific variables to the scrubbed base.
@@ -72,12 +76,14 @@ type Runtime struct {
 	Sandbox Sandbox
 }
 
-// Server serves the runtime service for a Runtime. Plugins embed it and
-// override Session or Check when they offer them.
+// Server is a Runtime as core/plugin serves it (plugin.Runtime). A plugin
+// with REPL sessions embeds it and adds OpenSession (plugin.Sessions).
 type Server struct {
-	pb.UnimplementedRuntimeServer
 	RT *Runtime
 }
+
+// New returns the plugin runtime for rt.
+func New(rt *Runtime) *Server { return &Server{RT: rt} }
 
 // Tool resolves the runtime's executable, or says why it cannot be used.
 func (s *Server) Tool() (toolpath.Tool, error) {
@@ -94,7 +100,7 @@ func (s *Server) Tool() (toolpath.Tool, error) {
 }
 
 // Info reports what the runtime is and whether it can run here.
-func (s *Server) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
+func (s *Server) Info(context.Context) (*pb.InfoResponse, error) {
 	r := &pb.InfoResponse{
 		Name:            s.RT.Name,
 		PluginVersion:   cmp.Or(s.RT.Version, version.String()),
@@ -123,18 +129,16 @@ func (s *Server) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error
 func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error) {
 	t, err := s.Tool()
 	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "%s runtime unavailable: %v", s.RT.Name, err)
+		return nil, s.unavailable(err)
 	}
-	level, err := isolation.Parse(req.GetLimits().GetIsolation())
-	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
+	// The adapter has checked the level's name (plugin.CheckRequest).
+	level, _ := isolation.Parse(req.GetLimits().GetIsolation())
 	if err := s.sandbox().Available(level); err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "isolation %s: %v", level, err)
+		return nil, plugin.Unavailable(fmt.Errorf("isolation %s: %w", level, err))
 	}
 	ws, err := program.NewWorkspace(req, s.RT.CodeFile)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, plugin.Invalid(err)
 	}
 	env := program.BaseEnv(ws.Dir)
 	if s.RT.Env != nil {
@@ -145,7 +149,7 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 		p, err := writeContext(req.GetContext())
 		if err != nil {
 			ws.Remove()
-			return nil, status.Error(codes.Internal, err.Error())
+			return nil, err
 		}
 		defer os.Remove(p)
 		env = append(env, "RLM_CONTEXT_FILE="+p)
@@ -154,19 +158,19 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	env, err = program.Environ(env, req.GetEnv())
 	if err != nil {
 		ws.Remove()
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, plugin.Invalid(err)
 	}
 	var inst *install.Outcome
 	ro := []string{}
 	if s.RT.Installer != nil && len(install.Normalize(req.GetRequirements())) > 0 {
 		if err := install.Validate(req.GetRequirements()); err != nil {
 			ws.Remove()
-			return nil, status.Error(codes.InvalidArgument, err.Error())
+			return nil, plugin.Invalid(err)
 		}
 		inst, err = s.RT.Installer(t).Ensure(ctx, req.GetRequirements(), req.GetInstall(), req.GetLimits())
 		if err != nil {
 			ws.Remove()
-			return nil, status.Error(codes.Internal, err.Error())
+			return nil, err
 		}
 		if inst.Failed != nil {
 			ws.Remove()
@@ -212,7 +216,7 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	})
 	if err != nil {
 		ws.Remove()
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, err
 	}
 	if inst != nil {
 		res.InstallMs, res.InstallCached = inst.Duration.Milliseconds(), inst.Cached
@@ -240,8 +244,9 @@ func writeContext(c *pb.Context) (string, error) {
 	return f.Name(), nil
 }
 
-// Check says how a runtime's tool checks syntax without running anything.
-type Check struct {
+// SyntaxCheck says how a runtime's tool checks syntax without running
+// anything.
+type SyntaxCheck struct {
 	// Exe is the checker; "" means the runtime's own tool.
 	Exe  string
 	Args []string
@@ -254,25 +259,34 @@ type Check struct {
 	ShowAs string
 }
 
-// CheckCommand validates code with a syntax checker (`bash -n`, python's
-// compile(), `node --check`, `gofmt -e`): a non-zero exit means a syntax
-// error, whose message is the checker's output.
-func (s *Server) CheckCommand(ctx context.Context, code string, c Check) (*pb.CheckResponse, error) {
-	exe := c.Exe
-	if exe == "" {
-		t, err := s.Tool()
-		if err != nil {
-			return nil, status.Errorf(codes.FailedPrecondition, "%s runtime unavailable: %v", s.RT.Name, err)
-		}
-		exe = t.Exe
+// Syntax is a Runtime.Syntax that needs nothing from the tool.
+func Syntax(c SyntaxCheck) func(toolpath.Tool) (SyntaxCheck, error) {
+	return func(toolpath.Tool) (SyntaxCheck, error) { return c, nil }
+}
+
+// Check validates code with the runtime's syntax checker (`bash -n`,
+// python's compile(), `node --check`, `gofmt -e`): a non-zero exit means a
+// syntax error, whose message is the checker's output.
+func (s *Server) Check(ctx context.Context, code string) (ok bool, message string, err error) {
+	if s.RT.Syntax == nil {
+		return false, "", status.Errorf(codes.Unimplemented, "the %s runtime has no syntax check", s.RT.Name)
 	}
+	t, err := s.Tool()
+	if err != nil {
+		return false, "", s.unavailable(err)
+	}
+	c, err := s.RT.Syntax(t)
+	if err != nil {
+		return false, "", plugin.Unavailable(err)
+	}
+	exe := cmp.Or(c.Exe, t.Exe)
 	args := c.Args
 	var stdin io.Reader = strings.NewReader(code)
 	name := "<standard input>"
 	if c.FileExt != "" {
 		f, err := os.CreateTemp("", "rlm-check-*"+c.FileExt)
 		if err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
+			return false, "", err
 		}
 		defer os.Remove(f.Name())
 		_, err = f.WriteString(code)
@@ -280,7 +294,7 @@ func (s *Server) CheckCommand(ctx context.Context, code string, c Check) (*pb.Ch
 			err = cerr
 		}
 		if err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
+			return false, "", err
 		}
 		args, stdin, name = append(append([]string(nil), args...), f.Name()), nil, f.Name()
 	}
@@ -293,11 +307,16 @@ func (s *Server) CheckCommand(ctx context.Context, code string, c Check) (*pb.Ch
 			if c.ShowAs != "" {
 				msg = strings.ReplaceAll(msg, name, c.ShowAs)
 			}
-			return &pb.CheckResponse{Ok: false, Message: msg}, nil
+			return false, msg, nil
 		}
-		return nil, status.Error(codes.Internal, err.Error())
+		return false, "", err
 	}
-	return &pb.CheckResponse{Ok: true}, nil
+	return true, "", nil
+}
+
+// unavailable is the refusal for a runtime whose tool cannot be used here.
+func (s *Server) unavailable(err error) error {
+	return plugin.Unavailable(fmt.Errorf("%s runtime unavailable: %w", s.RT.Name, err))
 }
 
 func levelNames(levels []isolation.Level) []string {

@@ -10,9 +10,15 @@ import (
 	pb "github.com/rlmkit/rlm/core/proto"
 )
 
-// Serve runs impl as a plugin and returns when the host is done with it.
-// Call it from main; it never writes to stdout except the handshake line.
-func Serve(impl pb.RuntimeServer) {
+// Serve runs rt as a plugin, behind the adapter (NewServer), and returns
+// when the host is done with it. Call it from main; it never writes to
+// stdout except the handshake line.
+func Serve(rt Runtime) { ServeGRPC(NewServer(rt)) }
+
+// ServeGRPC serves an implementation of the wire service itself, for what
+// must speak it directly: a test's mock runtime (internal/runtimetest) that
+// plays a misbehaving plugin. A plugin calls Serve.
+func ServeGRPC(impl pb.RuntimeServer) {
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: VersionedPlugins(impl),

@@ -3,7 +3,8 @@
 // packages, as any plugin outside the rlm repository would:
 //
 //   - core/native is the body every plugin that runs a local interpreter
-//     shares: Info, and a Run that gives each program a private working
+//     shares: Info, Check (with the checker runtime.Syntax names), and a
+//     Run that gives each program a private working
 //     directory, capped output, the wall-clock limit, the produced files,
 //     and the host's sandbox at the level the host asks for: none, process
 //     (rlimits, memory and process caps in cgroups) or namespace
@@ -28,7 +29,6 @@
 package main
 
 import (
-	"context"
 	"os/exec"
 	"strings"
 
@@ -66,22 +66,13 @@ var runtime = &native.Runtime{
 		return append([]string{t.Exe, ws.CodePath}, pb.Strings(req.GetArgs())...)
 	},
 	Capabilities: []string{"program", "check", "files"},
-}
-
-// server embeds native.Server (Info, Run) and adds Check. RPCs neither
-// offers (Session) answer "unimplemented", which rlm reports clearly.
-type server struct {
-	native.Server
-}
-
-// Check compiles the program with `perl -c` without running it.
-func (s *server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	return s.CheckCommand(ctx, string(req.GetCode()), native.Check{Args: []string{"-c", "-"}})
+	// perl -c compiles the program without running it.
+	Syntax: native.Syntax(native.SyntaxCheck{Args: []string{"-c", "-"}}),
 }
 
 func main() {
 	// native.Serve makes the plugin a child subreaper (grandchildren that
 	// escape a program's process group are killed after its run), then
 	// serves the runtime over go-plugin.
-	native.Serve(&server{Server: native.Server{RT: runtime}})
+	native.Serve(native.New(runtime))
 }

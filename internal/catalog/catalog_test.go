@@ -23,7 +23,7 @@ import (
 // Info answers (see infos).
 func TestMain(m *testing.M) {
 	if kind := os.Getenv("RLM_CATALOG_PLUGIN"); kind != "" {
-		plugin.Serve(&runtimetest.Runtime{InfoF: infos[kind]})
+		plugin.ServeGRPC(&runtimetest.Runtime{InfoF: infos[kind]})
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

@@ -87,7 +87,7 @@ func Connect(t testing.TB, impl pb.RuntimeServer) (pb.RuntimeClient, func()) {
 // WritePlugin puts dir/rlm-plugin-NAME: a script that starts this test
 // binary with env (KEY=VALUE each) added, so that a test can launch a real
 // plugin process without building one. The test's TestMain must see env
-// and serve a runtime (core/plugin.Serve) instead of running the tests.
+// and serve a runtime (core/plugin.ServeGRPC) instead of running the tests.
 func WritePlugin(t testing.TB, dir, name string, env ...string) {
 	t.Helper()
 	exe, err := os.Executable()

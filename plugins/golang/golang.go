@@ -202,7 +202,6 @@ func checkPackage(code string) *pb.Result {
 		ExitCode: 1,
 		EndedBy:  pb.EndedBy_EXIT,
 		Error:    "compilation failed: not package main",
-		Backend:  "native",
 	}
 }
 
@@ -220,30 +219,23 @@ var Runtime = &native.Runtime{
 	},
 	Sandbox:      &inproc.Sandbox{},
 	Capabilities: []string{"program", "check", "files"},
+	Syntax:       syntax,
 }
 
-// Server is the golang plugin's runtime service.
-type Server struct {
-	native.Server
-}
-
-// New returns the golang runtime service.
-func New() *Server { return &Server{Server: native.Server{RT: Runtime}} }
-
-// Check parses the code with gofmt -e (syntax only; types are not checked).
-func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	t, err := s.Tool()
-	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "golang runtime unavailable: %v", err)
-	}
+// syntax parses the code with gofmt -e (syntax only; types are not
+// checked), the gofmt of the toolchain that builds it.
+func syntax(t toolpath.Tool) (native.SyntaxCheck, error) {
 	gofmt := filepath.Join(filepath.Dir(t.Exe), "gofmt")
 	if _, err := os.Stat(gofmt); err != nil {
 		if gofmt, err = exec.LookPath("gofmt"); err != nil {
-			return nil, status.Errorf(codes.FailedPrecondition, "gofmt not found beside %s or in PATH; it ships with the Go toolchain", t.Exe)
+			return native.SyntaxCheck{}, fmt.Errorf("gofmt not found beside %s or in PATH; it ships with the Go toolchain", t.Exe)
 		}
 	}
-	return s.CheckCommand(ctx, string(req.GetCode()), native.Check{Exe: gofmt, Args: []string{"-e"}, ShowAs: "main.go"})
+	return native.SyntaxCheck{Exe: gofmt, Args: []string{"-e"}, ShowAs: "main.go"}, nil
 }
+
+// New returns the golang runtime service.
+func New() *native.Server { return native.New(Runtime) }
 
 // Main is the plugin binary's entry point.
 func Main() {

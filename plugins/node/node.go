@@ -3,7 +3,6 @@
 package node
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,20 +90,12 @@ var Runtime = &native.Runtime{
 	// worker execs node for each program. A run with requirements gets a
 	// sandbox of its own.
 	Sandbox: &inproc.Sandbox{Warm: warm.ExecConfig},
-}
-
-// Server is the node plugin's runtime service.
-type Server struct {
-	native.Server
+	// node --check reads no standard input: the code goes in a file.
+	Syntax: native.Syntax(native.SyntaxCheck{Args: []string{"--check"}, FileExt: ".js", ShowAs: "main.js"}),
 }
 
 // New returns the node runtime service.
-func New() *Server { return &Server{Server: native.Server{RT: Runtime}} }
-
-// Check parses the code with `node --check` without running it.
-func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	return s.CheckCommand(ctx, string(req.GetCode()), native.Check{Args: []string{"--check"}, FileExt: ".js", ShowAs: "main.js"})
-}
+func New() *native.Server { return native.New(Runtime) }
 
 // Main is the plugin binary's entry point.
 func Main() {

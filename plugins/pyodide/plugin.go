@@ -11,9 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
@@ -21,12 +18,10 @@ import (
 	"github.com/rlmkit/rlm/internal/version"
 )
 
-// Server serves the runtime service with CPython-on-WASI. One Runner (the
-// compiled module) is shared by every run; it is created on first use so
-// that Info answers at once.
+// Server is the runtime (plugin.Runtime and plugin.Sessions) of
+// CPython-on-WASI. One Runner (the compiled module) is shared by every run;
+// it is created on first use so that Info answers at once.
 type Server struct {
-	pb.UnimplementedRuntimeServer
-
 	once   sync.Once
 	runner *Runner
 	err    error
@@ -41,7 +36,7 @@ func (s *Server) get(ctx context.Context) (*Runner, error) {
 
 // Info reports the runtime; without a python.wasm it is unavailable and says
 // how to build one.
-func (s *Server) Info(ctx context.Context, _ *pb.InfoRequest) (*pb.InfoResponse, error) {
+func (s *Server) Info(ctx context.Context) (*pb.InfoResponse, error) {
 	r := &pb.InfoResponse{
 		Name: "pyodide", PluginVersion: version.String(), Language: "python", FileExtension: ".py",
 		Capabilities: []string{"repl", "program", "fuel", "files", "check"}, Backend: "pyodide",
@@ -67,21 +62,18 @@ func (s *Server) Info(ctx context.Context, _ *pb.InfoRequest) (*pb.InfoResponse,
 func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error) {
 	rn, err := s.get(ctx)
 	if err != nil {
-		return nil, status.Error(codes.FailedPrecondition, err.Error())
+		return nil, plugin.Unavailable(err)
 	}
 	if len(req.GetRequirements()) > 0 {
-		return nil, status.Error(codes.InvalidArgument, "the pyodide backend cannot install requirements (no network, no pip): use -b native")
-	}
-	if err := program.CheckEnv(req.GetEnv()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, plugin.Invalid(errors.New("the pyodide backend cannot install requirements (no network, no pip): use -b native"))
 	}
 	dir, err := os.MkdirTemp("", "rlm-wasm-")
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	if err := program.WriteFiles(dir, req.GetFiles()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, plugin.Invalid(err)
 	}
 	l := req.GetLimits()
 	res, err := rn.Run(ctx, RunSpec{
@@ -90,7 +82,7 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 		MemoryBytes: memoryLimit(l.GetMemoryBytes()), MaxOutputBytes: int(l.GetMaxOutputBytes()),
 	})
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, err
 	}
 	out := toProto(res)
 	if req.GetReturnFiles() {
@@ -111,56 +103,38 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	return out, nil
 }
 
-// Session serves a REPL: one guest interpreter that keeps its globals
+// OpenSession starts a REPL: one guest interpreter that keeps its globals
 // between cells, with `context` and the llm_query / rlm_query bridges
-// answered over the stream (core/plugin.ServeSession). Limits from open
-// hold for every cell: fuel and output per cell, memory for the session.
-func (s *Server) Session(stream pb.Runtime_SessionServer) error {
-	open, err := plugin.ReceiveOpen(stream)
-	if err != nil {
-		return err
-	}
-	if err := program.CheckEnv(open.GetEnv()); err != nil {
-		return plugin.SendFatal(stream, err.Error())
-	}
-	ctx := stream.Context()
+// answered over the stream (core/plugin's adapter serves it). Limits from
+// open hold for every cell: fuel and output per cell, memory for the
+// session.
+func (s *Server) OpenSession(ctx context.Context, open *pb.OpenSession) (*plugin.Session, error) {
 	rn, err := s.get(ctx)
 	if err != nil {
-		return plugin.SendFatal(stream, err.Error())
+		return nil, err
 	}
-	spec := SessionSpec{Env: pb.EnvStrings(open.GetEnv()), MemoryBytes: memoryLimit(open.GetLimits().GetMemoryBytes())}
+	l := open.GetLimits()
+	spec := SessionSpec{Env: pb.EnvStrings(open.GetEnv()), MemoryBytes: memoryLimit(l.GetMemoryBytes())}
 	if c := open.GetContext(); c != nil {
-		switch c.GetKind() {
-		case "", "text":
-		case "json":
-			if !json.Valid(c.GetData()) {
-				return plugin.SendFatal(stream, "the context is not valid JSON (kind json): pass it as text, or fix the document")
-			}
-			spec.ContextJSON = true
-		default:
-			return plugin.SendFatal(stream, fmt.Sprintf("unknown context kind %q (want text or json)", c.GetKind()))
-		}
+		// The adapter has checked the kind and, for json, the document.
+		spec.ContextJSON = c.GetKind() == "json"
 		spec.Context = c.GetData()
 		if spec.Context == nil {
 			spec.Context = []byte{}
 		}
 	}
-	start := time.Now()
 	sess, err := rn.OpenSession(ctx, spec)
 	if err != nil {
-		return plugin.SendFatal(stream, "starting the WebAssembly python: "+err.Error())
+		return nil, fmt.Errorf("starting the WebAssembly python: %w", err)
 	}
-	defer sess.Close()
 	version, _ := rn.RuntimeVersion(ctx)
-	if err := stream.Send(&pb.SessionResponse{Msg: &pb.SessionResponse_Opened{Opened: &pb.Opened{
-		RuntimeVersion: version, Backend: "pyodide", StartupMs: time.Since(start).Milliseconds()}}}); err != nil {
-		return err
-	}
-	l := open.GetLimits()
-	return plugin.ServeSession(stream, &sessionREPL{s: sess, fuel: l.GetFuel(), maxOutput: int(l.GetMaxOutputBytes())},
-		plugin.SessionOptions{Backend: "pyodide", Isolation: "wasm", Wall: time.Duration(l.GetWallMs()) * time.Millisecond,
-			// The guest sees this host directory itself, at /app.
-			Dir: sess.WorkspacePath, Limits: l})
+	return &plugin.Session{
+		REPL:           &sessionREPL{s: sess, fuel: l.GetFuel(), maxOutput: int(l.GetMaxOutputBytes())},
+		RuntimeVersion: version,
+		// The guest sees this host directory itself, at /app.
+		Options: plugin.SessionOptions{Isolation: "wasm", Dir: sess.WorkspacePath},
+		Close:   func() { sess.Close() },
+	}, nil
 }
 
 // sessionREPL is a Session as core/plugin's stream server sees it.
@@ -198,16 +172,12 @@ func (a *sessionREPL) Variable(ctx context.Context, name string) (bool, string, 
 func (a *sessionREPL) Interrupt() error { return a.s.Interrupt() }
 
 // Check compiles code without running it.
-func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
+func (s *Server) Check(ctx context.Context, code string) (bool, string, error) {
 	rn, err := s.get(ctx)
 	if err != nil {
-		return nil, status.Error(codes.FailedPrecondition, err.Error())
+		return false, "", plugin.Unavailable(err)
 	}
-	ok, msg, err := rn.Check(ctx, string(req.GetCode()))
-	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	return &pb.CheckResponse{Ok: ok, Message: msg}, nil
+	return rn.Check(ctx, code)
 }
 
 // memoryLimit translates the protocol's memory limit, where 0 means none
@@ -225,7 +195,7 @@ func toProto(r *Result) *pb.Result {
 		Stdout: r.Stdout, Stderr: r.Stderr, StdoutOmitted: r.StdoutOmitted, StderrOmitted: r.StderrOmitted,
 		ExitCode: int32(r.ExitCode), DurationMs: int64(r.DurationMS), DurationUs: int64(r.DurationMS * 1000),
 		EndedBy: r.EndedBy.Proto(), StateLost: r.StateLost, FuelConsumed: r.FuelConsumed,
-		MemoryUsedBytes: int64(r.MemoryUsedBytes), Backend: "pyodide", Isolation: "wasm", WorkspacePath: r.WorkspacePath,
+		MemoryUsedBytes: int64(r.MemoryUsedBytes), Isolation: "wasm", WorkspacePath: r.WorkspacePath,
 	}
 	if !r.Success {
 		out.Error = r.Error

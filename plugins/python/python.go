@@ -4,7 +4,6 @@
 package python
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -79,9 +78,16 @@ var Runtime = &native.Runtime{
 	Installer:    installer,
 	InstallEnv:   useInstalled,
 	Capabilities: []string{"program", "repl", "check", "files", "requirements"},
-	// What Server.Session enforces (sessionIsolation); the host runs no
-	// session at a level not listed here.
+	// What Server.OpenSession enforces (sessionIsolation); the host runs
+	// no session at a level not listed here.
 	SessionLevels: []isolate.Level{isolate.LevelNone, isolate.LevelProcess, isolate.LevelNamespace},
+	// compile() checks the code without running it.
+	Syntax: native.Syntax(native.SyntaxCheck{Args: []string{"-I", "-c", `import sys
+try:
+    compile(sys.stdin.read(), "<sandbox>", "exec")
+except (SyntaxError, ValueError) as e:
+    print("%s: %s (line %s)" % (type(e).__name__, getattr(e, "msg", e), getattr(e, "lineno", "?")))
+    sys.exit(1)`}}),
 }
 
 // Server is the python plugin's runtime service.
@@ -97,16 +103,6 @@ func New() *Server {
 	rt.Spawner = s.forks.spawner
 	s.Server = native.Server{RT: &rt}
 	return s
-}
-
-// Check compiles code without running it.
-func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	return s.CheckCommand(ctx, string(req.GetCode()), native.Check{Args: []string{"-I", "-c", `import sys
-try:
-    compile(sys.stdin.read(), "<sandbox>", "exec")
-except (SyntaxError, ValueError) as e:
-    print("%s: %s (line %s)" % (type(e).__name__, getattr(e, "msg", e), getattr(e, "lineno", "?")))
-    sys.exit(1)`}})
 }
 
 // Main is the plugin binary's entry point.

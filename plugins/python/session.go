@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/isolation"
@@ -17,33 +16,29 @@ import (
 	"github.com/rlmkit/rlm/plugins/python/internal/repl"
 )
 
-// Session serves one REPL over the bidirectional stream (core/plugin's
-// ServeSession does the routing once the interpreter is up).
-func (s *Server) Session(stream pb.Runtime_SessionServer) error {
-	open, err := plugin.ReceiveOpen(stream)
-	if err != nil {
-		return err
-	}
+// OpenSession starts one REPL (plugin.Sessions: core/plugin's adapter
+// serves the stream once the interpreter is up).
+func (s *Server) OpenSession(ctx context.Context, open *pb.OpenSession) (*plugin.Session, error) {
 	t, err := s.Tool()
 	if err != nil {
-		return plugin.SendFatal(stream, "python runtime unavailable: "+err.Error())
+		return nil, fmt.Errorf("python runtime unavailable: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "rlm-session-")
 	if err != nil {
-		return plugin.SendFatal(stream, "creating the session directory: "+err.Error())
+		return nil, fmt.Errorf("creating the session directory: %w", err)
 	}
-	defer os.RemoveAll(dir)
 	wd := &workdir{dir: dir}
 	level, launch, rlimits, err := sessionIsolation(open.GetLimits(), native.ReadOnlyPaths(t), wd.started)
 	if err != nil {
-		return plugin.SendFatal(stream, err.Error())
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	env, err := program.Environ(append(program.BaseEnv(dir), "PYTHONDONTWRITEBYTECODE=1"), open.GetEnv())
 	if err != nil {
-		return plugin.SendFatal(stream, err.Error())
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	start := time.Now()
-	proc, err := repl.Start(stream.Context(), repl.Config{
+	proc, err := repl.Start(ctx, repl.Config{
 		Python:         t.Exe,
 		Env:            env,
 		Dir:            dir,
@@ -53,17 +48,18 @@ func (s *Server) Session(stream pb.Runtime_SessionServer) error {
 		Rlimits:        rlimits,
 	})
 	if err != nil {
-		return plugin.SendFatal(stream, "starting python: "+err.Error())
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("starting python: %w", err)
 	}
-	defer proc.Close()
-	if err := stream.Send(&pb.SessionResponse{Msg: &pb.SessionResponse_Opened{Opened: &pb.Opened{
-		RuntimeVersion: t.Version, Backend: "native", StartupMs: time.Since(start).Milliseconds()}}}); err != nil {
-		return err
-	}
-	return plugin.ServeSession(stream, proc, plugin.SessionOptions{
-		Backend: "native", Isolation: string(level), Wall: time.Duration(open.GetLimits().GetWallMs()) * time.Millisecond,
-		Dir: wd.get, CreateAs: wd.createAs, Limits: open.GetLimits(),
-	})
+	return &plugin.Session{
+		REPL:           proc,
+		RuntimeVersion: t.Version,
+		Options:        plugin.SessionOptions{Isolation: string(level), Dir: wd.get, CreateAs: wd.createAs},
+		Close: func() {
+			proc.Close()
+			os.RemoveAll(dir)
+		},
+	}, nil
 }
 
 // workdir is where a session's interpreter works on the host: the session

@@ -4,8 +4,6 @@
 package shell
 
 import (
-	"context"
-
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/native/inproc"
 	"github.com/rlmkit/rlm/core/program"
@@ -38,20 +36,12 @@ var Runtime = &native.Runtime{
 	// Programs under namespace run in warm sandboxes when the host has a
 	// python3 for the worker, which execs bash for each script.
 	Sandbox: &inproc.Sandbox{Warm: warm.ExecConfig},
-}
-
-// Server is the shell plugin's runtime service.
-type Server struct {
-	native.Server
+	// bash -n parses the script without running it.
+	Syntax: native.Syntax(native.SyntaxCheck{Args: []string{"-n"}}),
 }
 
 // New returns the shell runtime service.
-func New() *Server { return &Server{Server: native.Server{RT: Runtime}} }
-
-// Check parses the script with `bash -n` without running it.
-func (s *Server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	return s.CheckCommand(ctx, string(req.GetCode()), native.Check{Args: []string{"-n"}})
-}
+func New() *native.Server { return native.New(Runtime) }
 
 // Main is the plugin binary's entry point.
 func Main() {

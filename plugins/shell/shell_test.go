@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/rlmkit/rlm/core/plugin"
 	pb "github.com/rlmkit/rlm/core/proto"
 )
 
@@ -50,8 +51,11 @@ cat sub/dir/data.txt; echo made > out.txt; echo more >> sub/dir/data.txt; echo "
 }
 
 func TestRunRejectsEscapingNames(t *testing.T) {
+	// Through the adapter, which turns the runtime's plugin.Invalid into
+	// the code the host reads as a refusal.
+	srv := plugin.NewServer(New())
 	for _, name := range []string{"../x", "/etc/x", "a/../../x", ""} {
-		_, err := New().Run(context.Background(), &pb.RunRequest{Code: []byte("true"), Files: []*pb.File{{Path: name}}})
+		_, err := srv.Run(context.Background(), &pb.RunRequest{Code: []byte("true"), Files: []*pb.File{{Path: name}}})
 		if status.Code(err) != codes.InvalidArgument {
 			t.Errorf("file %q: got %v, want InvalidArgument", name, err)
 		}
@@ -60,7 +64,7 @@ func TestRunRejectsEscapingNames(t *testing.T) {
 
 func TestInfo(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	info, err := New().Info(context.Background(), &pb.InfoRequest{})
+	info, err := New().Info(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +72,7 @@ func TestInfo(t *testing.T) {
 		t.Errorf("info %v", info)
 	}
 	t.Setenv("PATH", t.TempDir())
-	info, _ = New().Info(context.Background(), &pb.InfoRequest{})
+	info, _ = New().Info(context.Background())
 	if info.GetAvailable() || info.GetUnavailableReason() != "'bash' not found in PATH" {
 		t.Errorf("without bash: available=%v reason=%q", info.GetAvailable(), info.GetUnavailableReason())
 	}

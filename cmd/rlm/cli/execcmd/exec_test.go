@@ -27,10 +27,10 @@ import (
 func TestMain(m *testing.M) {
 	switch os.Getenv("RLM_EXEC_TEST_PLUGIN") {
 	case "fakert":
-		plugin.Serve(fakeRuntime())
+		plugin.ServeGRPC(fakeRuntime())
 		os.Exit(0)
 	case "downrt":
-		plugin.Serve(&runtimetest.Runtime{InfoF: func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
+		plugin.ServeGRPC(&runtimetest.Runtime{InfoF: func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
 			return &pb.InfoResponse{Name: "downrt", UnavailableReason: "'down' not found in PATH"}, nil
 		}})
 		os.Exit(0)

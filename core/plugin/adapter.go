@@ -1,0 +1,173 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rlmkit/rlm/core/isolation"
+	"github.com/rlmkit/rlm/core/program"
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+// NewServer is the gRPC adapter in front of a Runtime (see Runtime for what
+// it does). Serve uses it; a test can serve it in process.
+func NewServer(rt Runtime) pb.RuntimeServer { return &server{rt: rt} }
+
+type server struct {
+	pb.UnimplementedRuntimeServer
+	rt Runtime
+
+	infoOnce sync.Once
+	info     *pb.InfoResponse // what the runtime declares, asked once
+}
+
+// declared is the runtime's Info, asked the first time it is needed: the
+// backend and the level names do not change while the plugin runs.
+func (s *server) declared(ctx context.Context) *pb.InfoResponse {
+	s.infoOnce.Do(func() {
+		s.info, _ = s.rt.Info(ctx)
+	})
+	return s.info
+}
+
+func (s *server) backendName(ctx context.Context) string { return s.declared(ctx).GetBackend() }
+
+// check is CheckRequest with the level names this runtime declares.
+func (s *server) check(ctx context.Context, env map[string][]byte, limits *pb.Limits) error {
+	info := s.declared(ctx)
+	return CheckRequest(env, limits, append(info.GetIsolationLevels(), info.GetSessionIsolationLevels()...)...)
+}
+
+func (s *server) Info(ctx context.Context, _ *pb.InfoRequest) (*pb.InfoResponse, error) {
+	info, err := s.rt.Info(ctx)
+	return info, toStatus(err)
+}
+
+func (s *server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error) {
+	if err := s.check(ctx, req.GetEnv(), req.GetLimits()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	res, err := s.rt.Run(ctx, req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if res.GetBackend() == "" {
+		res.Backend = s.backendName(ctx)
+	}
+	return res, nil
+}
+
+func (s *server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
+	ok, msg, err := s.rt.Check(ctx, string(req.GetCode()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.CheckResponse{Ok: ok, Message: msg}, nil
+}
+
+func (s *server) Session(stream pb.Runtime_SessionServer) error {
+	sr, ok := s.rt.(Sessions)
+	if !ok {
+		return status.Error(codes.Unimplemented, "this runtime has no REPL sessions")
+	}
+	open, err := ReceiveOpen(stream)
+	if err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	if err := s.check(ctx, open.GetEnv(), open.GetLimits()); err != nil {
+		return SendFatal(stream, err.Error())
+	}
+	if err := CheckContext(open.GetContext()); err != nil {
+		return SendFatal(stream, err.Error())
+	}
+	start := time.Now()
+	sess, err := sr.OpenSession(ctx, open)
+	if err != nil {
+		return SendFatal(stream, err.Error())
+	}
+	if sess.Close != nil {
+		defer sess.Close()
+	}
+	backend := s.backendName(ctx)
+	if err := stream.Send(&pb.SessionResponse{Msg: &pb.SessionResponse_Opened{Opened: &pb.Opened{
+		RuntimeVersion: sess.RuntimeVersion, Backend: backend, StartupMs: time.Since(start).Milliseconds()}}}); err != nil {
+		return err
+	}
+	opts := sess.Options
+	opts.Backend, opts.Limits = backend, open.GetLimits()
+	if opts.Wall <= 0 {
+		opts.Wall = time.Duration(open.GetLimits().GetWallMs()) * time.Millisecond
+	}
+	return ServeSession(stream, sess.REPL, opts)
+}
+
+// CheckRequest is the adapter's check of what every runtime receives: the
+// environment's names and values (program.CheckEnv) and the isolation
+// level's name, one of the host's (none, process, namespace) or of the
+// runtime's own (declared: pyodide's wasm), or "" for the runtime's
+// default. A runtime may rely on both having passed. Whether a known level
+// can be had here is the runtime's to say, with its reason.
+func CheckRequest(env map[string][]byte, limits *pb.Limits, declared ...string) error {
+	if err := program.CheckEnv(env); err != nil {
+		return err
+	}
+	level := limits.GetIsolation()
+	if level == "" || slices.Contains(declared, level) {
+		return nil
+	}
+	_, err := isolation.Parse(level)
+	return err
+}
+
+// CheckContext checks a session's context: a known kind, and for kind json
+// a valid document, so that no interpreter starts only to fail on it.
+func CheckContext(c *pb.Context) error {
+	if c == nil {
+		return nil
+	}
+	switch c.GetKind() {
+	case "", "text":
+		return nil
+	case "json":
+		if !json.Valid(c.GetData()) {
+			return errors.New("the context is not valid JSON (kind json): pass it as text, or fix the document")
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown context kind %q (want text or json)", c.GetKind())
+}
+
+// toStatus turns a runtime's error into the gRPC status the host expects:
+// refusals keep their kind, a context's end stays one, and the rest are
+// Internal. An error that already is a status passes as it is.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if ce, ok := refusal(err); ok {
+		code := codes.InvalidArgument
+		if ce.unavailable {
+			code = codes.FailedPrecondition
+		}
+		return status.Error(code, err.Error())
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codes.Internal, err.Error())
+}

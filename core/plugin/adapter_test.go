@@ -1,0 +1,187 @@
+package plugin_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rlmkit/rlm/core/plugin"
+	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/runtimetest"
+)
+
+// fakeRuntime is a plugin.Runtime whose Run and OpenSession are the test's;
+// it counts the runs that reached it.
+type fakeRuntime struct {
+	run   func(*pb.RunRequest) (*pb.Result, error)
+	runs  int
+	check func(string) (bool, string, error)
+}
+
+func (f *fakeRuntime) Info(context.Context) (*pb.InfoResponse, error) {
+	return &pb.InfoResponse{Name: "fake", Backend: "fakebackend", Available: true}, nil
+}
+
+func (f *fakeRuntime) Run(_ context.Context, req *pb.RunRequest) (*pb.Result, error) {
+	f.runs++
+	return f.run(req)
+}
+
+func (f *fakeRuntime) Check(_ context.Context, code string) (bool, string, error) {
+	return f.check(code)
+}
+
+// sessionRuntime adds sessions to fakeRuntime.
+type sessionRuntime struct {
+	fakeRuntime
+	opened, closed int
+}
+
+func (s *sessionRuntime) OpenSession(_ context.Context, open *pb.OpenSession) (*plugin.Session, error) {
+	if strings.Contains(string(open.GetContext().GetData()), "fail") {
+		return nil, errors.New("the interpreter would not start")
+	}
+	s.opened++
+	return &plugin.Session{REPL: echoREPL{}, RuntimeVersion: "9.9",
+		Options: plugin.SessionOptions{Isolation: "process"}, Close: func() { s.closed++ }}, nil
+}
+
+// echoREPL prints each cell's code back.
+type echoREPL struct{}
+
+func (echoREPL) Execute(_ context.Context, code string, _ time.Duration, _ plugin.CallbackFunc) (*pb.Result, error) {
+	return &pb.Result{Stdout: []byte(code), EndedBy: pb.EndedBy_EXIT}, nil
+}
+func (echoREPL) Variable(context.Context, string) (bool, string, error) { return false, "", nil }
+func (echoREPL) Interrupt() error                                       { return nil }
+
+func TestAdapterChecksRequestsBeforeTheRuntime(t *testing.T) {
+	rt := &fakeRuntime{run: func(*pb.RunRequest) (*pb.Result, error) { return &pb.Result{}, nil }}
+	srv := plugin.NewServer(rt)
+	for name, req := range map[string]*pb.RunRequest{
+		"env name with =": {Env: map[string][]byte{"A=B": []byte("x")}},
+		"env value NUL":   {Env: map[string][]byte{"A": []byte("x\x00y")}},
+		"unknown level":   {Limits: &pb.Limits{Isolation: "docker"}},
+	} {
+		_, err := srv.Run(context.Background(), req)
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: got %v, want InvalidArgument", name, err)
+		}
+	}
+	if rt.runs != 0 {
+		t.Errorf("the runtime ran %d refused requests", rt.runs)
+	}
+}
+
+func TestAdapterCodesAndStamps(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want codes.Code
+	}{
+		{plugin.Invalid(errors.New("bad file")), codes.InvalidArgument},
+		{plugin.Unavailable(errors.New("no perl")), codes.FailedPrecondition},
+		{errors.New("disk full"), codes.Internal},
+		{context.Canceled, codes.Canceled},
+		{status.Error(codes.Unimplemented, "no check"), codes.Unimplemented},
+	} {
+		srv := plugin.NewServer(&fakeRuntime{run: func(*pb.RunRequest) (*pb.Result, error) { return nil, c.err },
+			check: func(string) (bool, string, error) { return false, "", c.err }})
+		_, err := srv.Run(context.Background(), &pb.RunRequest{})
+		if status.Code(err) != c.want || !strings.Contains(c.err.Error(), status.Convert(err).Message()) {
+			t.Errorf("Run error %v: got %v, want %v", c.err, err, c.want)
+		}
+		_, err = srv.Check(context.Background(), &pb.CheckRequest{Code: []byte("x")})
+		if status.Code(err) != c.want {
+			t.Errorf("Check error %v: got %v, want %v", c.err, err, c.want)
+		}
+	}
+	srv := plugin.NewServer(&fakeRuntime{run: func(*pb.RunRequest) (*pb.Result, error) { return &pb.Result{Stdout: []byte("hi")}, nil },
+		check: func(code string) (bool, string, error) { return code == "ok", "line 1: " + code, nil }})
+	res, err := srv.Run(context.Background(), &pb.RunRequest{})
+	if err != nil || res.GetBackend() != "fakebackend" {
+		t.Errorf("Run: %v, backend %q, want the Info's fakebackend", err, res.GetBackend())
+	}
+	cr, err := srv.Check(context.Background(), &pb.CheckRequest{Code: []byte("nope")})
+	if err != nil || cr.GetOk() || cr.GetMessage() != "line 1: nope" {
+		t.Errorf("Check: %v %v", cr, err)
+	}
+}
+
+// session opens a session on srv over a real in-process gRPC connection and
+// returns the first response.
+func session(t *testing.T, srv pb.RuntimeServer, open *pb.OpenSession) (pb.Runtime_SessionClient, *pb.SessionResponse) {
+	t.Helper()
+	client, _ := runtimetest.Connect(t, srv)
+	stream, err := client.Session(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&pb.SessionRequest{Msg: &pb.SessionRequest_Open{Open: open}}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stream, first
+}
+
+func TestAdapterOpensSessions(t *testing.T) {
+	rt := &sessionRuntime{}
+	srv := plugin.NewServer(rt)
+	stream, first := session(t, srv, &pb.OpenSession{})
+	if o := first.GetOpened(); o == nil || o.GetBackend() != "fakebackend" || o.GetRuntimeVersion() != "9.9" {
+		t.Fatalf("first message %v, want Opened with the Info's backend and the session's version", first)
+	}
+	if err := stream.Send(&pb.SessionRequest{Msg: &pb.SessionRequest_Execute{Execute: &pb.Execute{Id: 1, Code: []byte("1+1")}}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := got.GetResult().GetResult(); string(r.GetStdout()) != "1+1" || r.GetBackend() != "fakebackend" || r.GetIsolation() != "process" {
+		t.Errorf("cell result %v", got)
+	}
+	_ = stream.Send(&pb.SessionRequest{Msg: &pb.SessionRequest_Close{Close: &pb.Close{}}})
+	if _, err := stream.Recv(); err != io.EOF {
+		t.Errorf("after close: %v, want the stream's end", err)
+	}
+	if rt.opened != 1 || rt.closed != 1 {
+		t.Errorf("opened %d closed %d, want 1 and 1", rt.opened, rt.closed)
+	}
+
+	// What the adapter refuses never reaches OpenSession; what OpenSession
+	// refuses is a fatal error with its text.
+	for open, want := range map[*pb.OpenSession]string{
+		{Env: map[string][]byte{"": nil}}:                                  "env name",
+		{Context: &pb.Context{Kind: "json", Data: []byte("{")}}:            "not valid JSON",
+		{Context: &pb.Context{Kind: "yaml"}}:                               "unknown context kind",
+		{Limits: &pb.Limits{Isolation: "vm"}}:                              "unknown isolation level",
+		{Context: &pb.Context{Kind: "text", Data: []byte("fail, please")}}: "would not start",
+	} {
+		_, first := session(t, srv, open)
+		if e := first.GetError(); e == nil || !e.GetFatal() || !strings.Contains(e.GetMessage(), want) {
+			t.Errorf("open %v: got %v, want a fatal error containing %q", open, first, want)
+		}
+	}
+	if rt.opened != 1 {
+		t.Errorf("%d sessions opened, want only the first", rt.opened)
+	}
+
+	// A runtime without sessions answers Unimplemented.
+	client, _ := runtimetest.Connect(t, plugin.NewServer(&fakeRuntime{}))
+	stream2, err := client.Session(context.Background())
+	if err == nil {
+		_, err = stream2.Recv()
+	}
+	if status.Code(err) != codes.Unimplemented {
+		t.Errorf("session on a runtime without sessions: %v, want Unimplemented", err)
+	}
+}

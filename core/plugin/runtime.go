@@ -1,0 +1,84 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+
+	pb "github.com/rlmkit/rlm/core/proto"
+)
+
+// Runtime is what a plugin implements; Serve puts the one gRPC adapter
+// (NewServer) in front of it. The adapter, not the runtime, does what every
+// runtime would otherwise repeat:
+//
+//   - it refuses a request whose environment or isolation level is
+//     malformed (CheckRequest) before the runtime sees it;
+//   - it turns the runtime's errors into gRPC codes (Invalid:
+//     InvalidArgument, Unavailable: FailedPrecondition, anything else:
+//     Internal), which the host reads back as core.RefusedError;
+//   - it stamps the backend the runtime's Info declares on every result
+//     that names none;
+//   - for a runtime with Sessions, it reads and checks the open message,
+//     announces the session (Opened, with the start-up time it measured),
+//     serves the stream (ServeSession) and closes the session after.
+//
+// The requests and results are still the wire's messages (core/proto); a
+// runtime reads them through their getters.
+type Runtime interface {
+	// Info says what the runtime is and whether it can run here. It is
+	// asked once when the host starts the plugin, so it should answer at
+	// once (a missing tool is UnavailableReason, not an error).
+	Info(ctx context.Context) (*pb.InfoResponse, error)
+	// Run executes one program, already checked by CheckRequest.
+	Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error)
+	// Check validates code without running it: ok false with the
+	// checker's message for code that does not compile.
+	Check(ctx context.Context, code string) (ok bool, message string, err error)
+}
+
+// Sessions is implemented by a Runtime that offers REPL sessions; the
+// adapter answers Unimplemented for one that does not.
+type Sessions interface {
+	// OpenSession starts an interpreter for an open message the adapter
+	// has checked (environment, isolation level, context kind). Its error
+	// ends the session before it opened, its text shown to the user.
+	OpenSession(ctx context.Context, open *pb.OpenSession) (*Session, error)
+}
+
+// Session is a started REPL as the adapter serves it.
+type Session struct {
+	REPL REPL
+	// RuntimeVersion is announced in Opened ("3.11.2").
+	RuntimeVersion string
+	// Options are ServeSession's; the adapter sets Backend and Limits.
+	Options SessionOptions
+	// Close, when not nil, runs after the stream ends: it stops the
+	// interpreter and removes what the session created.
+	Close func()
+}
+
+// Invalid marks err as the request's fault (a bad file name, an
+// unsupported option): the host answers it as a refusal (HTTP 400, exit
+// code 2), and nothing ran.
+func Invalid(err error) error { return &codedError{err: err, unavailable: false} }
+
+// Unavailable marks err as the runtime's inability to run here (its tool
+// is missing, the host cannot give the isolation asked for): the host
+// answers it as a refusal (HTTP 503), and nothing ran.
+func Unavailable(err error) error { return &codedError{err: err, unavailable: true} }
+
+// codedError carries the refusal kind to the adapter, which alone turns it
+// into a gRPC code.
+type codedError struct {
+	err         error
+	unavailable bool
+}
+
+func (e *codedError) Error() string { return e.err.Error() }
+func (e *codedError) Unwrap() error { return e.err }
+
+// refusal reports how err refuses a request, if it does.
+func refusal(err error) (ce *codedError, ok bool) {
+	ok = errors.As(err, &ce)
+	return ce, ok
+}
