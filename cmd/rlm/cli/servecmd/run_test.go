@@ -14,19 +14,15 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
-	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/internal/proctree"
+	"github.com/rlmkit/rlm/internal/runtimetest"
 	"github.com/rlmkit/rlm/internal/testutil"
 	"github.com/rlmkit/rlm/plugins/python"
 )
 
 // TestMain doubles as the python plugin, launched under its name.
 func TestMain(m *testing.M) {
-	if filepath.Base(os.Args[0]) == plugin.Prefix+"python" {
-		python.Main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
+	runtimetest.Main(m, map[string]func(){"python": python.Main})
 }
 
 // hermetic points every plugin and tool search at directories this test
@@ -41,10 +37,7 @@ func hermetic(t *testing.T) (pluginDir, emptyPath string) {
 		t.Setenv(k, "")
 	}
 	pluginDir = t.TempDir()
-	self, _ := os.Executable()
-	if err := os.Symlink(self, filepath.Join(pluginDir, plugin.Prefix+"python")); err != nil {
-		t.Fatal(err)
-	}
+	runtimetest.LinkPlugins(t, pluginDir, "python")
 	return pluginDir, t.TempDir()
 }
 
