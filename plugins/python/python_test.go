@@ -52,14 +52,8 @@ func open(t testing.TB, rt *core.Runtime, opts core.SessionOptions) core.Session
 	return s
 }
 
-func run(t testing.TB, s core.Session, code string) *core.Result {
-	t.Helper()
-	r, err := s.Execute(context.Background(), code, 0)
-	if err != nil {
-		t.Fatalf("execute %q: %v", code, err)
-	}
-	return r
-}
+// run executes code in s, failing the test if the call fails.
+var run = sessiontest.Execute
 
 func TestStatePersistsAndVariablesReadBack(t *testing.T) {
 	s := open(t, startRuntime(t), core.SessionOptions{})
