@@ -5,7 +5,6 @@
 package bench
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,29 +12,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlmkit/rlm/internal/testutil"
 )
 
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rlm-bench-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	pkgs := []string{"../cmd/rlm"}
 	cmds, _ := filepath.Glob("../plugins/*/cmd/rlm-plugin-*")
-	pkgs = append(pkgs, cmds...)
-	build := exec.Command("go", append([]string{"build", "-trimpath", "-ldflags=-s -w", "-o", dir + "/"}, pkgs...)...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building rlm:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testutil.BuildMain(m, &binDir, append([]string{"-trimpath", "-ldflags=-s -w", "../cmd/rlm"}, cmds...)...)
 }
 
 // realPython resolves a pyenv-style shim to the interpreter it runs, so the

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -13,10 +12,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
-	"github.com/rlmkit/rlm/cmd/rlm/cli/root"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/clitest"
 	"github.com/rlmkit/rlm/core/llm/llmtest"
 	"github.com/rlmkit/rlm/examples/gen"
+	"github.com/rlmkit/rlm/internal/testutil"
 )
 
 // The examples' transcripts were recorded with
@@ -32,30 +31,13 @@ var record = flag.Bool("record", false, "re-record examples/*/transcript.jsonl f
 var pluginDir string
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	dir, err := os.MkdirTemp("", "rlm-examples-test-")
-	if err != nil {
-		panic(err)
-	}
-	pluginDir = dir
-	out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "rlm-plugin-python"), "../plugins/python/cmd/rlm-plugin-python").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building the python plugin: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testutil.BuildMain(m, &pluginDir, "../plugins/python/cmd/rlm-plugin-python")
 }
 
+// cli runs rlm with args in a clean environment.
 func cli(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	t.Setenv("HOME", t.TempDir())
-	t.Setenv("RLM_CONFIG", "")
-	t.Setenv("RLM_PLUGIN_PATH", "")
-	var out, errb bytes.Buffer
-	code := root.Run(append([]string{"--plugin-dir", pluginDir}, args...), &cmdutil.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errb}, nil)
-	return out.String(), errb.String(), code
+	return clitest.Run(t, pluginDir, "", args...)
 }
 
 // setup copies an example's task file and transcript into a temporary
@@ -158,16 +140,6 @@ func (s *scripted) fail(format string, args ...any) string {
 	return "FINAL(script failure)"
 }
 
-func turns(req llmtest.ChatRequest) int {
-	n := 0
-	for _, m := range req.Messages {
-		if m.Role == "assistant" {
-			n++
-		}
-	}
-	return n
-}
-
 var codeRe = regexp.MustCompile(`access code for the east vault is ([A-Z0-9-]+)`)
 
 func (s *scripted) needle(req llmtest.ChatRequest) string {
@@ -179,7 +151,7 @@ func (s *scripted) needle(req llmtest.ChatRequest) string {
 		return m[1]
 	}
 	last := req.LastUser()
-	switch turns(req) {
+	switch req.Turn() {
 	case 0:
 		return "The context is large; let me look at its shape first.\n\n```repl\nprint(type(context).__name__, len(context))\nprint(context[:300])\n```"
 	case 1:
@@ -200,12 +172,12 @@ func (s *scripted) needle(req llmtest.ChatRequest) string {
 func (s *scripted) aggregate(req llmtest.ChatRequest) string {
 	first, last := req.Messages[0].Content, req.LastUser()
 	if strings.Contains(first, "sub-task at recursion depth 1") {
-		if turns(req) == 0 {
+		if req.Turn() == 0 {
 			return "```repl\nfrom collections import Counter\nimport json\ncounts = Counter(l.split(\"|\")[1].split(\":\", 1)[1].strip() for l in context.splitlines() if \"|\" in l)\nresult = json.dumps(dict(sorted(counts.items())))\nprint(result)\n```"
 		}
 		return "FINAL_VAR(result)"
 	}
-	switch turns(req) {
+	switch req.Turn() {
 	case 0:
 		return "```repl\nlines = context.splitlines()\nprint(len(lines))\nprint(\"\\n\".join(lines[:3]))\n```"
 	case 1:

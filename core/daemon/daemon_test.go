@@ -1,43 +1,24 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/internal/launch"
+	"github.com/rlmkit/rlm/internal/testutil"
 )
-
-// lockedBuffer is the daemon's log in tests.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 type running struct {
 	srv    *Server
 	socket string
-	log    *lockedBuffer
+	log    *testutil.SyncBuffer
 	done   chan error
 }
 
@@ -54,7 +35,7 @@ func startDaemon(t *testing.T, workers int) *running {
 // pooled, and stops it when the test ends.
 func serveIn(t *testing.T, dir string, workers int, runtime string) *running {
 	t.Helper()
-	r := &running{socket: filepath.Join(dir, "d.sock"), log: &lockedBuffer{}, done: make(chan error, 1)}
+	r := &running{socket: filepath.Join(dir, "d.sock"), log: &testutil.SyncBuffer{}, done: make(chan error, 1)}
 	r.srv = New(Config{
 		Socket: r.socket, Workers: workers, Runtimes: []string{runtime},
 		Plugins: launch.SearchPath{dir}, MaxOutputBytes: 1 << 20, Drain: 2 * time.Second, Log: r.log,
@@ -395,7 +376,7 @@ func TestStaleSocketIsReplacedAndStopCleansUp(t *testing.T) {
 	if _, err := Dial(context.Background(), sock, "python"); err == nil || !strings.Contains(err.Error(), "rlm daemon start") {
 		t.Fatalf("dial with no daemon: %v", err)
 	}
-	log := &lockedBuffer{}
+	log := &testutil.SyncBuffer{}
 	srv := New(Config{Socket: sock, Log: log})
 	done := make(chan error, 1)
 	ready := make(chan struct{})

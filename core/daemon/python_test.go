@@ -25,18 +25,27 @@ func startPythonDaemon(t *testing.T, workers int) *running {
 	return serveIn(t, dir, workers, "python")
 }
 
-// Two sessions from the pool never share state: a variable (and a module
-// imported, and a file-level change to sys) set by one client is absent
-// for the next, with real Python workers.
-func TestPythonPoolSessionsNeverShareState(t *testing.T) {
-	r := startPythonDaemon(t, 2)
+// dialPythonDaemon starts a python daemon with workers and dials it; the
+// client and the minute the test's calls have are closed and cancelled
+// when the test ends.
+func dialPythonDaemon(t *testing.T, workers int) (*running, *core.Runtime, context.Context) {
+	t.Helper()
+	r := startPythonDaemon(t, workers)
 	rt, err := Dial(context.Background(), r.socket, "python")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rt.Close()
+	t.Cleanup(rt.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
+	return r, rt, ctx
+}
+
+// Two sessions from the pool never share state: a variable (and a module
+// imported, and a file-level change to sys) set by one client is absent
+// for the next, with real Python workers.
+func TestPythonPoolSessionsNeverShareState(t *testing.T) {
+	r, rt, ctx := dialPythonDaemon(t, 2)
 	for i := 0; i < 4; i++ {
 		s, err := rt.OpenSession(ctx, core.SessionOptions{})
 		if err != nil {
@@ -77,14 +86,7 @@ func TestPythonPoolSessionsNeverShareState(t *testing.T) {
 // value and produced files out; a program run as a warm cell keeps script
 // semantics (no value).
 func TestPythonCellFilesAndValueThroughTheDaemon(t *testing.T) {
-	r := startPythonDaemon(t, 1)
-	rt, err := Dial(context.Background(), r.socket, "python")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	_, rt, ctx := dialPythonDaemon(t, 1)
 	s, err := rt.OpenSession(ctx, core.SessionOptions{ReturnFiles: true})
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/server"
 	"github.com/rlmkit/rlm/internal/launch"
+	"github.com/rlmkit/rlm/internal/runtimetest"
 	"github.com/rlmkit/rlm/plugins/python"
 	"github.com/rlmkit/rlm/plugins/shell"
 )
@@ -29,15 +29,7 @@ import (
 // binary under their names, as rlm launches the real ones, so every tool
 // call goes over real gRPC to a real interpreter.
 func TestMain(m *testing.M) {
-	switch filepath.Base(os.Args[0]) {
-	case plugin.Prefix + "python":
-		python.Main()
-		os.Exit(0)
-	case plugin.Prefix + "shell":
-		shell.Main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
+	runtimetest.Main(m, map[string]func(){"python": python.Main, "shell": shell.Main})
 }
 
 // opener launches this test binary as the named plugin.
@@ -49,15 +41,7 @@ func opener(t testing.TB) server.Opener {
 		}
 	}
 	dir := t.TempDir()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"python", "shell"} {
-		if err := os.Symlink(self, filepath.Join(dir, plugin.Prefix+n)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	runtimetest.LinkPlugins(t, dir, "python", "shell")
 	return func(ctx context.Context, name string) (*core.Runtime, error) {
 		p, err := launch.Launch(filepath.Join(dir, plugin.Prefix+name))
 		if err != nil {

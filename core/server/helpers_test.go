@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,17 +17,14 @@ import (
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/server"
 	"github.com/rlmkit/rlm/internal/launch"
+	"github.com/rlmkit/rlm/internal/runtimetest"
 	"github.com/rlmkit/rlm/plugins/python"
 )
 
 // TestMain doubles as the python plugin: tests launch this binary under
 // the name rlm-plugin-python, as rlm launches the real one.
 func TestMain(m *testing.M) {
-	if filepath.Base(os.Args[0]) == plugin.Prefix+"python" {
-		python.Main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
+	runtimetest.Main(m, map[string]func(){"python": python.Main})
 }
 
 // pythonOpener launches this test binary as the python plugin. launches
@@ -39,14 +35,8 @@ func pythonOpener(t testing.TB, launches *atomic.Int64) server.Opener {
 		t.Skip("python3 is not installed")
 	}
 	dir := t.TempDir()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	runtimetest.LinkPlugins(t, dir, "python")
 	path := filepath.Join(dir, plugin.Prefix+"python")
-	if err := os.Symlink(self, path); err != nil {
-		t.Fatal(err)
-	}
 	return func(ctx context.Context, name string) (*core.Runtime, error) {
 		p, err := launch.Launch(path)
 		if err != nil {

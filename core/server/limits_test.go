@@ -18,6 +18,8 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/server"
+	"github.com/rlmkit/rlm/internal/proctree"
+	"github.com/rlmkit/rlm/internal/testutil"
 )
 
 // countingBody streams n bytes of a JSON request and counts how many the
@@ -126,7 +128,7 @@ time.sleep(60)`
 	<-done
 	waitFor(t, "the program and its child to die", func() bool {
 		for _, p := range pids {
-			if alive(p) {
+			if proctree.Alive(p) {
 				return false
 			}
 		}
@@ -154,37 +156,11 @@ func killPlugin(t *testing.T) {
 	if err := syscall.Kill(plugins[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the plugin to die", func() bool { return !alive(plugins[0]) })
+	waitFor(t, "the plugin to die", func() bool { return !proctree.Alive(plugins[0]) })
 }
 
 // childPlugins lists this process's plugin children.
-func childPlugins() []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !alive(pid) {
-			continue
-		}
-		st, _ := os.ReadFile("/proc/" + e.Name() + "/status")
-		cl, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if bytes.Contains(st, []byte("\nPPid:\t"+strconv.Itoa(os.Getpid())+"\n")) && bytes.Contains(cl, []byte("rlm-plugin-python")) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// alive reports whether pid runs (a zombie counts as dead).
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
+func childPlugins() []int { return testutil.Children("rlm-plugin-python") }
 
 // One plugin serves every request; when it dies it is launched again. A
 // request that found it dead (idle) still gets its answer; a request whose

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core/server"
+	"github.com/rlmkit/rlm/internal/proctree"
 )
 
 // A few thousand requests from 32 concurrent clients (2 slots and a
@@ -166,7 +167,7 @@ func procsMentioning(s string) []string {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !alive(pid) {
+		if err != nil || !proctree.Alive(pid) {
 			continue
 		}
 		cl, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")

@@ -57,6 +57,18 @@ func (r *Recorder) Calls() []string {
 	return append([]string(nil), r.calls...)
 }
 
+// Execute runs code in s and fails the test if the call itself fails (a
+// cell that raises is still a result): the step every session test takes
+// between its checks.
+func Execute(t testing.TB, s core.Session, code string) *core.Result {
+	t.Helper()
+	r, err := s.Execute(context.Background(), code, 0)
+	if err != nil {
+		t.Fatalf("execute %q: %v", code, err)
+	}
+	return r
+}
+
 // CheckBridges runs llm_query and rlm_query from a cell of s, a session
 // opened with r's bridges and BridgeContext: the answers reach the cell,
 // and the session's own context is not sent back with rlm_query until the

@@ -105,3 +105,33 @@ func WritePlugin(t testing.TB, dir, name string, env ...string) {
 		t.Fatal(err)
 	}
 }
+
+// Main is the TestMain of a test binary that doubles as real plugins: run
+// under the name rlm-plugin-NAME (a link LinkPlugins made), it runs
+// mains[NAME] (that plugin's Main, e.g. plugins/python.Main) and exits;
+// under any other name it runs the tests. The tests then launch real
+// plugins, over real gRPC, without building them.
+func Main(m *testing.M, mains map[string]func()) {
+	if name, ok := strings.CutPrefix(filepath.Base(os.Args[0]), plugin.Prefix); ok {
+		if main, ok := mains[name]; ok {
+			main()
+			os.Exit(0)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// LinkPlugins links dir/rlm-plugin-NAME, for each name, to this test
+// binary, which Main then starts as that plugin.
+func LinkPlugins(t testing.TB, dir string, names ...string) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if err := os.Symlink(self, filepath.Join(dir, plugin.Prefix+n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

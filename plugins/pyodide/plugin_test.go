@@ -64,14 +64,8 @@ func startRuntime(t *testing.T) *core.Runtime {
 	return rt
 }
 
-func cell(t *testing.T, s core.Session, code string) *core.Result {
-	t.Helper()
-	r, err := s.Execute(context.Background(), code, 0)
-	if err != nil {
-		t.Fatalf("execute %q: %v", code, err)
-	}
-	return r
-}
+// cell executes code in s, failing the test if the call fails.
+var cell = sessiontest.Execute
 
 // A session through the plugin keeps state, receives context and answers
 // llm_query / rlm_query through the Go bridges, like the native REPL.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core/ending"
+	"github.com/rlmkit/rlm/internal/testutil"
 )
 
 // The tests run the real python.wasm in wazero. They skip only when the
@@ -26,25 +27,8 @@ var (
 	sharedOnce   sync.Once
 	sharedRunner *Runner
 	sharedErr    error
-	logBuf       syncBuffer
+	logBuf       testutil.SyncBuffer
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func requireAssets(t testing.TB) {
 	t.Helper()

@@ -34,6 +34,16 @@ func cell(t *testing.T, s *Session, c CellSpec) *Result {
 	return res
 }
 
+// cellFails runs code in s and fails the test with what unless the cell
+// failed with an error containing want.
+func cellFails(t *testing.T, s *Session, code, want, what string) {
+	t.Helper()
+	if res := cell(t, s, CellSpec{Code: code}); res.Success || !strings.Contains(res.Error, want) {
+		dump(t, res)
+		t.Fatal(what)
+	}
+}
+
 func TestSessionKeepsState(t *testing.T) {
 	s := openSession(t, SessionSpec{Context: []byte("the context")})
 	res := cell(t, s, CellSpec{Code: "x = 41\nprint('set')"})
@@ -109,16 +119,8 @@ func TestSessionCallbacks(t *testing.T) {
 		dump(t, res)
 		t.Fatalf("value = %q", res.Value)
 	}
-	res = cell(t, s, CellSpec{Code: "llm_query('fail')"})
-	if res.Success || !strings.Contains(res.Error, "LLMQueryError: model unavailable") {
-		dump(t, res)
-		t.Fatal("callback error not raised in the guest")
-	}
-	res = cell(t, s, CellSpec{Code: "llm_query('short')"})
-	if res.Success || !strings.Contains(res.Error, "0 results for 1 prompts") {
-		dump(t, res)
-		t.Fatal("a reply with too few results was accepted")
-	}
+	cellFails(t, s, "llm_query('fail')", "LLMQueryError: model unavailable", "callback error not raised in the guest")
+	cellFails(t, s, "llm_query('short')", "0 results for 1 prompts", "a reply with too few results was accepted")
 	// rlm_query: the unchanged session context is not sent back (the host
 	// has it); an explicit or rebound one is.
 	res = cell(t, s, CellSpec{Code: "a = rlm_query('t1')\nb = rlm_query_batched(['t2', 't3'], ['c2', {'k': 1}])\ncontext = 'rebound'\nc = rlm_query('t4')\n(a, b, c)"})
@@ -155,11 +157,7 @@ func TestSessionCallbacks(t *testing.T) {
 
 func TestSessionWithoutCallback(t *testing.T) {
 	s := openSession(t, SessionSpec{})
-	res := cell(t, s, CellSpec{Code: "llm_query('q')"})
-	if res.Success || !strings.Contains(res.Error, "no LLM configured") {
-		dump(t, res)
-		t.Fatal("llm_query without a callback")
-	}
+	cellFails(t, s, "llm_query('q')", "no LLM configured", "llm_query without a callback")
 	if _, _, err := s.GetVariable(context.Background(), "missing"); !errors.Is(err, ErrUndefined) {
 		t.Fatalf("GetVariable(missing) = %v, want ErrUndefined", err)
 	}
@@ -211,11 +209,7 @@ func TestSessionFilesAndMemory(t *testing.T) {
 		dump(t, res)
 		t.Fatal("memory limit in a session")
 	}
-	res = cell(t, s, CellSpec{Code: "import os; os.symlink('/etc/passwd', 'l')"})
-	if res.Success || !strings.Contains(res.Error, "PermissionError") {
-		dump(t, res)
-		t.Fatal("symlink allowed in a session")
-	}
+	cellFails(t, s, "import os; os.symlink('/etc/passwd', 'l')", "PermissionError", "symlink allowed in a session")
 	res = cell(t, s, CellSpec{Code: "open('/rlm/io/chan', 'wb')"})
 	if res.Success {
 		dump(t, res)

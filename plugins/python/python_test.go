@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -17,27 +16,16 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/sessiontest"
 	"github.com/rlmkit/rlm/internal/launch"
+	"github.com/rlmkit/rlm/internal/testutil"
 )
 
 // These tests run the real plugin binary over real go-plugin RPC against the
 // real interpreter.
 
-var pluginPath string
+var pluginDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rlm-python-test-")
-	if err != nil {
-		panic(err)
-	}
-	pluginPath = filepath.Join(dir, "rlm-plugin-python")
-	out, err := exec.Command("go", "build", "-o", pluginPath, "./cmd/rlm-plugin-python").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building the plugin: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testutil.BuildMain(m, &pluginDir, "./cmd/rlm-plugin-python")
 }
 
 func startRuntime(t testing.TB) *core.Runtime {
@@ -45,7 +33,7 @@ func startRuntime(t testing.TB) *core.Runtime {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 not installed")
 	}
-	p, err := launch.Launch(pluginPath)
+	p, err := launch.Launch(filepath.Join(pluginDir, "rlm-plugin-python"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,14 +52,8 @@ func open(t testing.TB, rt *core.Runtime, opts core.SessionOptions) core.Session
 	return s
 }
 
-func run(t testing.TB, s core.Session, code string) *core.Result {
-	t.Helper()
-	r, err := s.Execute(context.Background(), code, 0)
-	if err != nil {
-		t.Fatalf("execute %q: %v", code, err)
-	}
-	return r
-}
+// run executes code in s, failing the test if the call fails.
+var run = sessiontest.Execute
 
 func TestStatePersistsAndVariablesReadBack(t *testing.T) {
 	s := open(t, startRuntime(t), core.SessionOptions{})
@@ -231,7 +213,7 @@ func TestCancelInterruptsTheCell(t *testing.T) {
 }
 
 func TestPluginKilledMidCellIsAnError(t *testing.T) {
-	p, err := launch.Launch(pluginPath)
+	p, err := launch.Launch(filepath.Join(pluginDir, "rlm-plugin-python"))
 	if err != nil {
 		t.Fatal(err)
 	}

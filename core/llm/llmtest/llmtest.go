@@ -56,6 +56,18 @@ func (r ChatRequest) LastUser() string {
 	return ""
 }
 
+// Turn is the number of assistant messages already in the conversation:
+// which step of its script a scripted model is at.
+func (r ChatRequest) Turn() int {
+	n := 0
+	for _, m := range r.Messages {
+		if m.Role == "assistant" {
+			n++
+		}
+	}
+	return n
+}
+
 // Hook may answer a request itself (returning true), typically with an
 // error status; n is the request's 1-based sequence number.
 type Hook func(w http.ResponseWriter, r *http.Request, n int) bool

@@ -6,16 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
-	"github.com/rlmkit/rlm/cmd/rlm/cli/root"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/clitest"
 	"github.com/rlmkit/rlm/core/engine"
 	"github.com/rlmkit/rlm/core/llm/llmtest"
+	"github.com/rlmkit/rlm/internal/testutil"
 )
 
 // These tests run `rlm run` whole: the real CLI, the real python plugin
@@ -26,19 +25,7 @@ import (
 var pluginDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rlm-runcmd-test-")
-	if err != nil {
-		panic(err)
-	}
-	pluginDir = dir
-	out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "rlm-plugin-python"), "../../../../plugins/python/cmd/rlm-plugin-python").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building the python plugin: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testutil.BuildMain(m, &pluginDir, "../../../../plugins/python/cmd/rlm-plugin-python")
 }
 
 const apiKey = "sk-e2e-secret-key-4242"
@@ -46,13 +33,7 @@ const apiKey = "sk-e2e-secret-key-4242"
 // cli runs rlm with args in a clean environment.
 func cli(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	t.Setenv("HOME", t.TempDir())
-	t.Setenv("RLM_CONFIG", "")
-	t.Setenv("RLM_PLUGIN_PATH", "")
-	var out, errb bytes.Buffer
-	io := &cmdutil.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errb}
-	code = root.Run(append([]string{"--plugin-dir", pluginDir}, args...), io, nil)
-	return out.String(), errb.String(), code
+	return clitest.Run(t, pluginDir, stdin, args...)
 }
 
 // model is the scripted model behind the fake servers. It tells the root
@@ -87,16 +68,6 @@ func (m *model) fail(format string, args ...any) string {
 	return "FINAL(script failure)"
 }
 
-func turn(req llmtest.ChatRequest) int {
-	n := 0
-	for _, msg := range req.Messages {
-		if msg.Role == "assistant" {
-			n++
-		}
-	}
-	return n
-}
-
 func (m *model) script(req llmtest.ChatRequest) string {
 	first := req.Messages[0].Content
 	last := req.LastUser()
@@ -108,7 +79,7 @@ func (m *model) script(req llmtest.ChatRequest) string {
 		}
 		return "yes"
 	case strings.Contains(first, "sub-task at recursion depth 1"):
-		switch turn(req) {
+		switch req.Turn() {
 		case 0:
 			if !strings.Contains(first, "What colour") {
 				return m.fail("child task: %q", first)
@@ -121,7 +92,7 @@ func (m *model) script(req llmtest.ChatRequest) string {
 			return "FINAL_VAR(colour)"
 		}
 	}
-	switch turn(req) {
+	switch req.Turn() {
 	case 0:
 		return "Let me search.\n```repl\nhits = search_context(r'code is (\\w+)', window=30)\nprint(len(hits), hits[0]['match'])\n```"
 	case 1:
@@ -251,7 +222,7 @@ func TestSandboxTimeoutInsideTheLoop(t *testing.T) {
 	var mu sync.Mutex
 	var failure string
 	srv := llmtest.NewOpenAIServer(t, func(req llmtest.ChatRequest) string {
-		switch turn(req) {
+		switch req.Turn() {
 		case 0:
 			return "```repl\nx = 5\nimport time\ntime.sleep(30)\n```"
 		case 1:

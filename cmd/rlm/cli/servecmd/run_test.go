@@ -1,7 +1,6 @@
 package servecmd
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -11,22 +10,19 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
-	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/internal/proctree"
+	"github.com/rlmkit/rlm/internal/runtimetest"
+	"github.com/rlmkit/rlm/internal/testutil"
 	"github.com/rlmkit/rlm/plugins/python"
 )
 
 // TestMain doubles as the python plugin, launched under its name.
 func TestMain(m *testing.M) {
-	if filepath.Base(os.Args[0]) == plugin.Prefix+"python" {
-		python.Main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
+	runtimetest.Main(m, map[string]func(){"python": python.Main})
 }
 
 // hermetic points every plugin and tool search at directories this test
@@ -41,16 +37,13 @@ func hermetic(t *testing.T) (pluginDir, emptyPath string) {
 		t.Setenv(k, "")
 	}
 	pluginDir = t.TempDir()
-	self, _ := os.Executable()
-	if err := os.Symlink(self, filepath.Join(pluginDir, plugin.Prefix+"python")); err != nil {
-		t.Fatal(err)
-	}
+	runtimetest.LinkPlugins(t, pluginDir, "python")
 	return pluginDir, t.TempDir()
 }
 
 func runServe(ctx context.Context, t *testing.T, pluginDirs []string, args ...string) (string, error) {
-	var errOut bytes.Buffer
-	f := &cmdutil.Factory{IO: &cmdutil.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: &syncWriter{w: &errOut}}, PluginDirs: pluginDirs}
+	var errOut testutil.SyncBuffer
+	f := &cmdutil.Factory{IO: &cmdutil.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: &errOut}, PluginDirs: pluginDirs}
 	var o *Options
 	cmd := NewCmd(f, func(opts *Options) error { o = opts; return nil })
 	cmd.SetArgs(args)
@@ -59,17 +52,6 @@ func runServe(ctx context.Context, t *testing.T, pluginDirs []string, args ...st
 	}
 	err := Run(ctx, o)
 	return errOut.String(), err
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(b)
 }
 
 func TestStartErrors(t *testing.T) {
@@ -116,8 +98,8 @@ func TestShutdownKillsRunsAfterGrace(t *testing.T) {
 	errc := make(chan error, 1)
 	var logs string
 	go func() {
-		var errOut bytes.Buffer
-		f := &cmdutil.Factory{IO: &cmdutil.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: &syncWriter{w: &errOut}}, PluginDirs: []string{pluginDir}}
+		var errOut testutil.SyncBuffer
+		f := &cmdutil.Factory{IO: &cmdutil.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: &errOut}, PluginDirs: []string{pluginDir}}
 		var o *Options
 		cmd := NewCmd(f, func(opts *Options) error { o = opts; return nil })
 		// process, not the default namespace: the test reads the program's
@@ -158,7 +140,7 @@ func TestShutdownKillsRunsAfterGrace(t *testing.T) {
 		b, _ := os.ReadFile(pidFile)
 		pid, _ = strconv.Atoi(string(b))
 	}
-	plugins := children("rlm-plugin-python")
+	plugins := testutil.Children("rlm-plugin-python")
 	if len(plugins) != 1 {
 		t.Fatalf("%d plugins running, want 1", len(plugins))
 	}
@@ -171,10 +153,10 @@ func TestShutdownKillsRunsAfterGrace(t *testing.T) {
 	}
 	// Reaping is asynchronous: give the kernel a moment before blaming.
 	for _, p := range append(plugins, pid) {
-		for deadline := time.Now().Add(5 * time.Second); alive(p) && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(5 * time.Second); proctree.Alive(p) && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if alive(p) {
+		if proctree.Alive(p) {
 			cl, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
 			t.Errorf("process %d (%s) outlived the server", p, cl)
 		}
@@ -184,32 +166,4 @@ func TestShutdownKillsRunsAfterGrace(t *testing.T) {
 			t.Errorf("log lacks %s:\n%s", want, logs)
 		}
 	}
-}
-
-func children(pattern string) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !alive(pid) {
-			continue
-		}
-		st, _ := os.ReadFile("/proc/" + e.Name() + "/status")
-		cl, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if bytes.Contains(st, []byte("\nPPid:\t"+strconv.Itoa(os.Getpid())+"\n")) && bytes.Contains(cl, []byte(pattern)) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// alive reports whether pid runs (a zombie counts as dead).
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }

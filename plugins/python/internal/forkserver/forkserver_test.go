@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/proctree"
 )
 
 func python(t testing.TB) string {
@@ -156,7 +156,7 @@ func TestExitBeforeWait(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Let the child exit and its status arrive before waiting.
-		for alive(p.Pid()) {
+		for proctree.Alive(p.Pid()) {
 			time.Sleep(time.Millisecond)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -165,15 +165,4 @@ func TestExitBeforeWait(t *testing.T) {
 			t.Fatalf("run %d: exit %+v, %v; want code 7", i, ex, err)
 		}
 	}
-}
-
-// alive reports whether pid runs (a zombie counts as dead).
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }

@@ -92,9 +92,13 @@ func BenchmarkStartFirstResult(b *testing.B) {
 
 // BenchmarkPrint1MB: a cell printing 1 MiB (default cap: all of it kept).
 func BenchmarkPrint1MB(b *testing.B) {
+	benchPrint1MB(b, "print('x' * ((1 << 20) - 1))")
+}
+
+// benchPrint1MB times cells of code, which must print exactly 1 MiB.
+func benchPrint1MB(b *testing.B, code string) {
 	p := start(b, Config{})
 	ctx := context.Background()
-	code := "print('x' * ((1 << 20) - 1))"
 	samples := make([]time.Duration, 0, b.N)
 	for b.Loop() {
 		t0 := time.Now()
@@ -110,20 +114,7 @@ func BenchmarkPrint1MB(b *testing.B) {
 
 // BenchmarkPrint1MBLines: 1 MiB as 16384 print() calls of 64 bytes.
 func BenchmarkPrint1MBLines(b *testing.B) {
-	p := start(b, Config{})
-	ctx := context.Background()
-	code := "for _ in range(16384):\n    print('y' * 63)"
-	samples := make([]time.Duration, 0, b.N)
-	for b.Loop() {
-		t0 := time.Now()
-		res, err := p.Execute(ctx, code, 0, nil)
-		samples = append(samples, time.Since(t0))
-		if err != nil || len(res.Stdout) != 1<<20 {
-			b.Fatal(err, len(res.Stdout))
-		}
-	}
-	b.SetBytes(1 << 20)
-	reportPercentiles(b, samples)
+	benchPrint1MB(b, "for _ in range(16384):\n    print('y' * 63)")
 }
 
 // BenchmarkOpen50MB: spawn -> ready with a 50 MB text context; also reports
