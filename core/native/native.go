@@ -45,7 +45,9 @@ type Runtime struct {
 	// Syntax says how the runtime checks code without running it (Check
 	// RPC); nil means the runtime offers no check.
 	Syntax func(t toolpath.Tool) (SyntaxCheck, error)
-	// Argv is the command that runs the workspace's code.
+	// Argv is the command that runs the workspace's code; nil means the
+	// tool with the code file and the program's arguments (ToolArgv), how
+	// an interpreter runs a script.
 	Argv func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string
 	// Env adds runtime-specific variables to the scrubbed base.
 	Env func(t toolpath.Tool, ws *program.Workspace) []string
@@ -189,7 +191,10 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 			return res, err
 		}
 	}
-	argv := s.RT.Argv(t, ws, req)
+	argv := ToolArgv(t, ws, req)
+	if s.RT.Argv != nil {
+		argv = s.RT.Argv(t, ws, req)
+	}
 	var sp program.Spawner
 	switch {
 	case level != isolation.None:
@@ -223,6 +228,12 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	}
 	ws.Finish(res)
 	return res, nil
+}
+
+// ToolArgv runs the code file with the tool, the program's arguments after
+// it: `python3 main.py a b`.
+func ToolArgv(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string {
+	return append([]string{t.Exe, ws.CodePath}, pb.Strings(req.GetArgs())...)
 }
 
 func writeContext(c *pb.Context) (string, error) {

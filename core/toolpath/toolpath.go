@@ -114,6 +114,18 @@ func cacheFile(key string) string {
 	return filepath.Join(dir, "rlm", "tools", key+".json")
 }
 
+// VersionLine is the Probe of a tool that states its version as the first
+// line of `TOOL args` (bash --version, node --version).
+func VersionLine(args ...string) Probe {
+	return func(path string) (Tool, error) {
+		v, err := FirstLine(path, args...)
+		if err != nil {
+			return Tool{}, err
+		}
+		return Tool{Exe: path, Version: v}, nil
+	}
+}
+
 // FirstLine runs path with args and returns the first line it prints, a
 // common way tools state their version.
 func FirstLine(path string, args ...string) (string, error) {

@@ -33,8 +33,6 @@ import (
 	"strings"
 
 	"github.com/rlmkit/rlm/core/native"
-	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
 )
 
@@ -52,19 +50,17 @@ func probe(path string) (toolpath.Tool, error) {
 }
 
 // runtime is all that is perl-specific: the tool, the code file and the
-// command line. Everything else, the sandbox included, is core/native's
-// (the sandbox by way of rlm's supervisor).
+// syntax check. Everything else is core/native's: the command line (by
+// default the tool, the code file and the program's arguments) and the
+// sandbox (by way of rlm's supervisor).
 var runtime = &native.Runtime{
-	Name:     "perl",
-	Version:  version,
-	Language: "perl",
-	Ext:      ".pl",
-	CodeFile: "main.pl",
-	Tool:     "perl",
-	Probe:    probe,
-	Argv: func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string {
-		return append([]string{t.Exe, ws.CodePath}, pb.Strings(req.GetArgs())...)
-	},
+	Name:         "perl",
+	Version:      version,
+	Language:     "perl",
+	Ext:          ".pl",
+	CodeFile:     "main.pl",
+	Tool:         "perl",
+	Probe:        probe,
 	Capabilities: []string{"program", "check", "files"},
 	// perl -c compiles the program without running it.
 	Syntax: native.Syntax(native.SyntaxCheck{Args: []string{"-c", "-"}}),

@@ -17,13 +17,7 @@ import (
 )
 
 // Probe reports node's version as `node --version` prints it ("v20.20.2").
-func Probe(path string) (toolpath.Tool, error) {
-	v, err := toolpath.FirstLine(path, "--version")
-	if err != nil {
-		return toolpath.Tool{}, err
-	}
-	return toolpath.Tool{Exe: path, Version: v}, nil
-}
+var Probe = toolpath.VersionLine("--version")
 
 // NpmCommand is the installer's command line: npm installs reqs into
 // dir/node_modules, quietly and without audit or funding requests.
@@ -74,15 +68,12 @@ func useInstalled(dir string, ws *program.Workspace) []string {
 
 // Runtime describes node for core/native.
 var Runtime = &native.Runtime{
-	Name:     "node",
-	Language: "javascript",
-	Ext:      ".js",
-	CodeFile: "main.js",
-	Tool:     "node",
-	Probe:    Probe,
-	Argv: func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string {
-		return append([]string{t.Exe, ws.CodePath}, pb.Strings(req.GetArgs())...)
-	},
+	Name:         "node",
+	Language:     "javascript",
+	Ext:          ".js",
+	CodeFile:     "main.js",
+	Tool:         "node",
+	Probe:        Probe,
 	Installer:    installer,
 	InstallEnv:   useInstalled,
 	Capabilities: []string{"program", "requirements", "check", "files"},

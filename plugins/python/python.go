@@ -12,7 +12,6 @@ import (
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/native/inproc"
 	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
 	"github.com/rlmkit/rlm/internal/isolate"
 	"github.com/rlmkit/rlm/internal/warm"
@@ -62,9 +61,6 @@ var Runtime = &native.Runtime{
 	Tool:     "python3",
 	Probe:    Probe,
 	Check:    checkVersion,
-	Argv: func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string {
-		return append([]string{t.Exe, ws.CodePath}, pb.Strings(req.GetArgs())...)
-	},
 	Env: func(toolpath.Tool, *program.Workspace) []string {
 		// Bytecode caches would land in the workspace and come back as
 		// produced files.

@@ -6,32 +6,21 @@ package shell
 import (
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/native/inproc"
-	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
 	"github.com/rlmkit/rlm/internal/warm"
 )
 
 // Probe reports bash's version as the first line of `bash --version`.
-func Probe(path string) (toolpath.Tool, error) {
-	v, err := toolpath.FirstLine(path, "--version")
-	if err != nil {
-		return toolpath.Tool{}, err
-	}
-	return toolpath.Tool{Exe: path, Version: v}, nil
-}
+var Probe = toolpath.VersionLine("--version")
 
 // Runtime describes bash for core/native.
 var Runtime = &native.Runtime{
-	Name:     "shell",
-	Language: "bash",
-	Ext:      ".sh",
-	CodeFile: "main.sh",
-	Tool:     "bash",
-	Probe:    Probe,
-	Argv: func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string {
-		return append([]string{t.Exe, ws.CodePath}, pb.Strings(req.GetArgs())...)
-	},
+	Name:         "shell",
+	Language:     "bash",
+	Ext:          ".sh",
+	CodeFile:     "main.sh",
+	Tool:         "bash",
+	Probe:        Probe,
 	Capabilities: []string{"program", "check", "files"},
 	// Programs under namespace run in warm sandboxes when the host has a
 	// python3 for the worker, which execs bash for each script.
