@@ -249,16 +249,31 @@ func asOwner(owner int, create func() error) error {
 }
 
 func copyFile(src, dst string, info fs.FileInfo, owner int) error {
+	err := copyContents(src, func() (out *os.File, err error) {
+		err = asOwner(owner, func() (err error) {
+			out, err = os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, info.Mode().Perm()|0o600)
+			return err
+		})
+		return out, err
+	})
+	if err != nil {
+		return err
+	}
+	return os.Chtimes(dst, info.ModTime(), info.ModTime())
+}
+
+// copyContents copies the regular file src, never through a symlink, into
+// the file create opens (after src, so a missing source creates nothing),
+// and closes it. The two directions differ only in how the destination is
+// reached: into the sandbox as its owner, back to the host inside an
+// os.Root.
+func copyContents(src string, create func() (*os.File, error)) error {
 	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	var out *os.File
-	err = asOwner(owner, func() (err error) {
-		out, err = os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, info.Mode().Perm()|0o600)
-		return err
-	})
+	out, err := create()
 	if err != nil {
 		return err
 	}
@@ -266,10 +281,7 @@ func copyFile(src, dst string, info fs.FileInfo, owner int) error {
 		out.Close()
 		return err
 	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return os.Chtimes(dst, info.ModTime(), info.ModTime())
+	return out.Close()
 }
 
 // syncBack mirrors the program's working directory into the caller's Dir:
@@ -358,20 +370,10 @@ func (w *workspace) syncBack() error {
 }
 
 func copyIntoRoot(root *os.Root, src, rel string, info fs.FileInfo) error {
-	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	err := copyContents(src, func() (*os.File, error) {
+		return root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, info.Mode().Perm())
+	})
 	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, info.Mode().Perm())
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
 		return err
 	}
 	if err := root.Chmod(rel, info.Mode().Perm()); err != nil {
