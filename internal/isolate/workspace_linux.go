@@ -297,14 +297,7 @@ func (w *workspace) syncBack() error {
 	}
 	defer root.Close()
 	// Pass 1: sandbox → host.
-	err = filepath.WalkDir(w.mnt, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(w.mnt, p)
-		if err != nil || rel == "." {
-			return err
-		}
+	err = walkRel(w.mnt, func(p, rel string, d fs.DirEntry) error {
 		info, err := d.Info()
 		if err != nil {
 			return err
@@ -345,14 +338,7 @@ func (w *workspace) syncBack() error {
 		return fmt.Errorf("copy results back to %s: %w", w.hostDir, err)
 	}
 	// Pass 2: remove what the program deleted.
-	err = filepath.WalkDir(w.hostDir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(w.hostDir, p)
-		if err != nil || rel == "." {
-			return err
-		}
+	err = walkRel(w.hostDir, func(_, rel string, d fs.DirEntry) error {
 		if _, err := os.Lstat(filepath.Join(w.mnt, rel)); errors.Is(err, fs.ErrNotExist) {
 			if err := root.RemoveAll(rel); err != nil {
 				return err
@@ -367,6 +353,22 @@ func (w *workspace) syncBack() error {
 		return fmt.Errorf("remove deleted files from %s: %w", w.hostDir, err)
 	}
 	return nil
+}
+
+// walkRel walks dir as filepath.WalkDir does, stopping at the first error,
+// and gives fn each entry below dir with its path relative to dir, which
+// both passes of syncBack match against the other tree.
+func walkRel(dir string, fn func(p, rel string, d fs.DirEntry) error) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		return fn(p, rel, d)
+	})
 }
 
 func copyIntoRoot(root *os.Root, src, rel string, info fs.FileInfo) error {
