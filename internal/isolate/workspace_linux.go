@@ -176,14 +176,7 @@ func reachableBy(dir string, mode os.FileMode) error {
 // files and symlinks (as links), keeping permission bits and mtimes, and
 // giving each entry to owner when owner >= 0. It never follows a symlink.
 func copyTree(src, dst string, owner int) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil || rel == "." {
-			return err
-		}
+	return walkRel(src, func(p, rel string, d fs.DirEntry) error {
 		target := filepath.Join(dst, rel)
 		info, err := d.Info()
 		if err != nil {
@@ -356,8 +349,9 @@ func (w *workspace) syncBack() error {
 }
 
 // walkRel walks dir as filepath.WalkDir does, stopping at the first error,
-// and gives fn each entry below dir with its path relative to dir, which
-// both passes of syncBack match against the other tree.
+// and gives fn each entry below dir with its path relative to dir: the
+// copy into the sandbox and both passes of syncBack match a tree against
+// another by that path.
 func walkRel(dir string, fn func(p, rel string, d fs.DirEntry) error) error {
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
