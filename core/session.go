@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
@@ -87,15 +86,15 @@ func (r *Runtime) OpenSession(ctx context.Context, opts SessionOptions) (Session
 	if err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithCancel(context.Background())
-	stream, err := r.Client.Session(sctx)
-	if err != nil {
-		cancel()
-		return nil, rpcError(err)
-	}
 	name := opts.Runtime
 	if name == "" {
 		name = r.Name
+	}
+	stream, cancel, _, err := pb.StartSession(ctx, r.Client, &pb.OpenSession{
+		Context: opts.Context.proto(), Limits: limits.Proto(), Env: pb.EnvBytes(opts.Env), Runtime: name,
+	})
+	if err != nil {
+		return nil, rpcError(err)
 	}
 	s := &session{
 		stream:      stream,
@@ -104,46 +103,6 @@ func (r *Runtime) OpenSession(ctx context.Context, opts SessionOptions) (Session
 		returnFiles: opts.ReturnFiles,
 		waiters:     map[uint64]chan *pb.SessionResponse{},
 		done:        make(chan struct{}),
-	}
-	if err := s.send(&pb.SessionRequest{Msg: &pb.SessionRequest_Open{Open: &pb.OpenSession{
-		Context: opts.Context.proto(), Limits: limits.Proto(), Env: pb.EnvBytes(opts.Env), Runtime: name,
-	}}}); err != nil {
-		if err == io.EOF {
-			// The server already ended the stream (say, Unimplemented);
-			// gRPC gives its real status to Recv, not to Send.
-			if _, rerr := stream.Recv(); rerr != nil {
-				err = rerr
-			}
-		}
-		cancel()
-		return nil, rpcError(err)
-	}
-	opened := make(chan error, 1)
-	go func() {
-		msg, err := stream.Recv()
-		if err != nil {
-			opened <- rpcError(err)
-			return
-		}
-		if e := msg.GetError(); e != nil {
-			opened <- errors.New(e.GetMessage())
-			return
-		}
-		if msg.GetOpened() == nil {
-			opened <- fmt.Errorf("unexpected first session message %T", msg.GetMsg())
-			return
-		}
-		opened <- nil
-	}()
-	select {
-	case err := <-opened:
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-	case <-ctx.Done():
-		cancel()
-		return nil, ctx.Err()
 	}
 	go s.loop()
 	return s, nil

@@ -541,17 +541,23 @@ func (r *runtimeService) hostFor(name string) (*host, error) {
 	return r.s.host(name), nil
 }
 
+// runClient is the client of the plugin that serves runs of runtime name,
+// launched if need be: Info and Check are passed on to it as they are.
+func (r *runtimeService) runClient(name string) (pb.RuntimeClient, error) {
+	h, err := r.hostFor(name)
+	if err != nil {
+		return nil, err
+	}
+	return h.client(forRuns)
+}
+
 // Info with no runtime answers for the daemon itself (the liveness ping);
 // with one, for that runtime as served by the daemon.
 func (r *runtimeService) Info(ctx context.Context, req *pb.InfoRequest) (*pb.InfoResponse, error) {
 	if req.GetRuntime() == "" {
 		return &pb.InfoResponse{Name: "rlm-daemon", Backend: BackendName, Available: true}, nil
 	}
-	h, err := r.hostFor(req.GetRuntime())
-	if err != nil {
-		return nil, err
-	}
-	c, err := h.client(forRuns)
+	c, err := r.runClient(req.GetRuntime())
 	if err != nil {
 		return nil, err
 	}
@@ -564,11 +570,7 @@ func (r *runtimeService) Info(ctx context.Context, req *pb.InfoRequest) (*pb.Inf
 }
 
 func (r *runtimeService) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	h, err := r.hostFor(req.GetRuntime())
-	if err != nil {
-		return nil, err
-	}
-	c, err := h.client(forRuns)
+	c, err := r.runClient(req.GetRuntime())
 	if err != nil {
 		return nil, err
 	}

@@ -37,42 +37,11 @@ var errWorkerClosed = errors.New("worker closed")
 // openWorker starts a session with open on c and waits for it to be ready
 // (Opened). ctx bounds the start; the session lives until Close.
 func openWorker(ctx context.Context, c pb.RuntimeClient, open *pb.OpenSession) (*worker, error) {
-	sctx, cancel := context.WithCancel(context.Background())
-	stream, err := c.Session(sctx)
+	stream, cancel, opened, err := pb.StartSession(ctx, c, open)
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	w := &worker{stream: stream, cancel: cancel, in: make(chan *pb.SessionResponse, 16), done: make(chan struct{})}
-	if err := stream.Send(&pb.SessionRequest{Msg: &pb.SessionRequest_Open{Open: open}}); err != nil {
-		cancel()
-		return nil, recvError(stream, err)
-	}
-	first := make(chan error, 1)
-	go func() {
-		m, err := stream.Recv()
-		switch {
-		case err != nil:
-			first <- err
-		case m.GetError() != nil:
-			first <- errors.New(m.GetError().GetMessage())
-		case m.GetOpened() == nil:
-			first <- fmt.Errorf("plugin answered open with %T", m.GetMsg())
-		default:
-			w.opened = m.GetOpened()
-			first <- nil
-		}
-	}()
-	select {
-	case err := <-first:
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-	case <-ctx.Done():
-		cancel()
-		return nil, ctx.Err()
-	}
+	w := &worker{stream: stream, cancel: cancel, opened: opened, in: make(chan *pb.SessionResponse, 16), done: make(chan struct{})}
 	go w.read()
 	return w, nil
 }
@@ -144,15 +113,6 @@ func (w *worker) claim() error {
 		w.stopProbe = nil
 	}
 	return w.Err()
-}
-
-// recvError is the real reason behind a failed Send: gRPC reports io.EOF
-// on Send and the status on the next Recv.
-func recvError(stream pb.Runtime_SessionClient, sendErr error) error {
-	if _, err := stream.Recv(); err != nil {
-		return err
-	}
-	return sendErr
 }
 
 func (w *worker) read() {

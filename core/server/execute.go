@@ -359,24 +359,40 @@ func (s *Server) enter(w http.ResponseWriter) bool {
 }
 
 func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
-	rec := w.(*recorder)
+	serveRun(s, w, r, s.execute)
+}
+
+// serveRun answers a request that runs code (POST /execute and
+// /sessions/{id}/execute, which differ only in their body and in what runs
+// it): it takes a place in the queue before the body is read, and logs the
+// runtime and the result's status.
+func serveRun[Req any](s *Server, w http.ResponseWriter, r *http.Request, run func(context.Context, *Req) (string, *ExecuteResponse, *APIError)) {
 	if !s.enter(w) {
 		return
 	}
 	defer s.limit.leave()
-	var req ExecuteRequest
+	if resp, ok := decodeRun(s, w, r, run); ok {
+		w.(*recorder).result = resp.Status
+		writeJSON(w, http.StatusOK, resp)
+	}
+}
+
+// decodeRun reads a request's JSON body into a Req and answers it with run,
+// noting the runtime run reports on the access log. It writes the error
+// response itself; ok says whether the caller has resp to answer with.
+func decodeRun[Req, Resp any](s *Server, w http.ResponseWriter, r *http.Request, run func(context.Context, *Req) (string, Resp, *APIError)) (resp Resp, ok bool) {
+	var req Req
 	if e := s.decodeBody(w, r, &req); e != nil {
 		writeError(w, e)
-		return
+		return resp, false
 	}
-	lang, resp, e := s.execute(r.Context(), &req)
-	rec.language = lang
+	lang, resp, e := run(r.Context(), &req)
+	w.(*recorder).language = lang
 	if e != nil {
 		writeError(w, e)
-		return
+		return resp, false
 	}
-	rec.result = resp.Status
-	writeJSON(w, http.StatusOK, resp)
+	return resp, true
 }
 
 // admit takes a run slot, or says why not.

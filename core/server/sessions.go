@@ -263,7 +263,6 @@ type VariableResponse struct {
 }
 
 func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
-	rec := w.(*recorder)
 	// Room is reserved before the body (which may hold a large context) is
 	// read, so at most MaxSessions bodies are held.
 	id, e := s.reserveSession()
@@ -274,16 +273,13 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	var req SessionRequest
-	if e := s.decodeBody(w, r, &req); e != nil {
+	created, ok := decodeRun(s, w, r, func(ctx context.Context, req *SessionRequest) (string, *SessionCreated, *APIError) {
+		return s.openSession(ctx, id, req)
+	})
+	if !ok {
+		// A body that could not be read never reached openSession, which
+		// gives the reservation back when it fails; twice does no harm.
 		s.sessions.unreserve(id)
-		writeError(w, e)
-		return
-	}
-	lang, created, e := s.openSession(r.Context(), id, &req)
-	rec.language = lang
-	if e != nil {
-		writeError(w, e)
 		return
 	}
 	writeJSON(w, http.StatusCreated, created)
@@ -295,24 +291,9 @@ func (s *Server) sessionNotFound(id string) *APIError {
 }
 
 func (s *Server) handleSessionExecute(w http.ResponseWriter, r *http.Request, id string) {
-	rec := w.(*recorder)
-	if !s.enter(w) {
-		return
-	}
-	defer s.limit.leave()
-	var req CellRequest
-	if e := s.decodeBody(w, r, &req); e != nil {
-		writeError(w, e)
-		return
-	}
-	lang, resp, e := s.runCell(r.Context(), id, &req)
-	rec.language = lang
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	rec.result = resp.Status
-	writeJSON(w, http.StatusOK, resp)
+	serveRun(s, w, r, func(ctx context.Context, req *CellRequest) (string, *ExecuteResponse, *APIError) {
+		return s.runCell(ctx, id, req)
+	})
 }
 
 // sessionError answers a failed session call; a session whose runtime is

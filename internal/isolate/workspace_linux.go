@@ -176,14 +176,7 @@ func reachableBy(dir string, mode os.FileMode) error {
 // files and symlinks (as links), keeping permission bits and mtimes, and
 // giving each entry to owner when owner >= 0. It never follows a symlink.
 func copyTree(src, dst string, owner int) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil || rel == "." {
-			return err
-		}
+	return walkRel(src, func(p, rel string, d fs.DirEntry) error {
 		target := filepath.Join(dst, rel)
 		info, err := d.Info()
 		if err != nil {
@@ -249,16 +242,31 @@ func asOwner(owner int, create func() error) error {
 }
 
 func copyFile(src, dst string, info fs.FileInfo, owner int) error {
+	err := copyContents(src, func() (out *os.File, err error) {
+		err = asOwner(owner, func() (err error) {
+			out, err = os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, info.Mode().Perm()|0o600)
+			return err
+		})
+		return out, err
+	})
+	if err != nil {
+		return err
+	}
+	return os.Chtimes(dst, info.ModTime(), info.ModTime())
+}
+
+// copyContents copies the regular file src, never through a symlink, into
+// the file create opens (after src, so a missing source creates nothing),
+// and closes it. The two directions differ only in how the destination is
+// reached: into the sandbox as its owner, back to the host inside an
+// os.Root.
+func copyContents(src string, create func() (*os.File, error)) error {
 	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	var out *os.File
-	err = asOwner(owner, func() (err error) {
-		out, err = os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, info.Mode().Perm()|0o600)
-		return err
-	})
+	out, err := create()
 	if err != nil {
 		return err
 	}
@@ -266,10 +274,7 @@ func copyFile(src, dst string, info fs.FileInfo, owner int) error {
 		out.Close()
 		return err
 	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return os.Chtimes(dst, info.ModTime(), info.ModTime())
+	return out.Close()
 }
 
 // syncBack mirrors the program's working directory into the caller's Dir:
@@ -285,14 +290,7 @@ func (w *workspace) syncBack() error {
 	}
 	defer root.Close()
 	// Pass 1: sandbox → host.
-	err = filepath.WalkDir(w.mnt, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(w.mnt, p)
-		if err != nil || rel == "." {
-			return err
-		}
+	err = walkRel(w.mnt, func(p, rel string, d fs.DirEntry) error {
 		info, err := d.Info()
 		if err != nil {
 			return err
@@ -333,14 +331,7 @@ func (w *workspace) syncBack() error {
 		return fmt.Errorf("copy results back to %s: %w", w.hostDir, err)
 	}
 	// Pass 2: remove what the program deleted.
-	err = filepath.WalkDir(w.hostDir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(w.hostDir, p)
-		if err != nil || rel == "." {
-			return err
-		}
+	err = walkRel(w.hostDir, func(_, rel string, d fs.DirEntry) error {
 		if _, err := os.Lstat(filepath.Join(w.mnt, rel)); errors.Is(err, fs.ErrNotExist) {
 			if err := root.RemoveAll(rel); err != nil {
 				return err
@@ -357,21 +348,28 @@ func (w *workspace) syncBack() error {
 	return nil
 }
 
+// walkRel walks dir as filepath.WalkDir does, stopping at the first error,
+// and gives fn each entry below dir with its path relative to dir: the
+// copy into the sandbox and both passes of syncBack match a tree against
+// another by that path.
+func walkRel(dir string, fn func(p, rel string, d fs.DirEntry) error) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		return fn(p, rel, d)
+	})
+}
+
 func copyIntoRoot(root *os.Root, src, rel string, info fs.FileInfo) error {
-	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	err := copyContents(src, func() (*os.File, error) {
+		return root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, info.Mode().Perm())
+	})
 	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, info.Mode().Perm())
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
 		return err
 	}
 	if err := root.Chmod(rel, info.Mode().Perm()); err != nil {

@@ -108,6 +108,18 @@ def open_channel(max_bytes, max_fds):
     _max_bytes, _max_fds = max_bytes, max_fds
 
 
+def leave_channel():
+    """In a forked child, before it runs anything: undo open_channel, so
+    the program gets SIGCHLD and SIGINT (KeyboardInterrupt) as a fresh
+    interpreter has them and holds none of the server's descriptors."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sock.close()
+    os.close(wake_r)
+    os.close(wake_w)
+
+
 def send(obj):
     import json
 

@@ -67,12 +67,7 @@ def child(mode, fds):
     code = 1
     try:
         os.setsid()
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        sock.close()
-        os.close(wake_r)
-        os.close(wake_w)
+        leave_channel()
         rq = socket.socket(fileno=fds[3])
         hdr = json.loads(read_frame(rq))
         for f in hdr["files"]:

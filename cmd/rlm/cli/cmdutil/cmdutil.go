@@ -146,5 +146,16 @@ func CompleteValues(cmd *cobra.Command, flag string, values ...string) {
 	})
 }
 
+// Override sets *dst to v when flag name was given (changed is the
+// command's FlagSet.Changed; nil, as in tests that build options by hand,
+// means none was). A flag comes before the task file, the configuration
+// and the environment, but one left out must not reset what they said to
+// the flag's zero default, so commands apply only the flags given.
+func Override[T any](changed func(name string) bool, name string, dst *T, v T) {
+	if changed != nil && changed(name) {
+		*dst = v
+	}
+}
+
 // Exit is a silent exit with code (the command already reported).
 func Exit(code int) error { return &ExitError{Code: code} }

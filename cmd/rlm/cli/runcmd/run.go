@@ -165,8 +165,6 @@ type plan struct {
 	backend      string
 }
 
-func (o *Options) changed(name string) bool { return o.Changed != nil && o.Changed(name) }
-
 // resolve applies flag > task file > config > default.
 func (o *Options) resolve(cfg config.Config) (*plan, error) {
 	p := &plan{}
@@ -239,24 +237,12 @@ func (o *Options) resolve(cfg config.Config) (*plan, error) {
 	if tb.MaxTime != nil {
 		b.MaxTime = time.Duration(*tb.MaxTime)
 	}
-	if o.changed("max-iterations") {
-		b.MaxIterations = o.MaxIterations
-	}
-	if o.changed("max-depth") {
-		b.MaxDepth = o.MaxDepth
-	}
-	if o.changed("max-tokens") {
-		b.MaxTokens = o.MaxTokens
-	}
-	if o.changed("max-cost") {
-		b.MaxCostUSD = o.MaxCost
-	}
-	if o.changed("max-time") {
-		b.MaxTime = o.MaxTime
-	}
-	if o.changed("max-errors") {
-		b.MaxErrors = o.MaxErrors
-	}
+	cmdutil.Override(o.Changed, "max-iterations", &b.MaxIterations, o.MaxIterations)
+	cmdutil.Override(o.Changed, "max-depth", &b.MaxDepth, o.MaxDepth)
+	cmdutil.Override(o.Changed, "max-tokens", &b.MaxTokens, o.MaxTokens)
+	cmdutil.Override(o.Changed, "max-cost", &b.MaxCostUSD, o.MaxCost)
+	cmdutil.Override(o.Changed, "max-time", &b.MaxTime, o.MaxTime)
+	cmdutil.Override(o.Changed, "max-errors", &b.MaxErrors, o.MaxErrors)
 	switch {
 	case b.MaxIterations < 1:
 		return nil, fmt.Errorf("max-iterations must be at least 1 (got %d)", b.MaxIterations)

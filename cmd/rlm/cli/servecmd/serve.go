@@ -144,24 +144,22 @@ func (o *Options) settings(cfg config.Config) (config.Serve, string, error) {
 			s.MaxConcurrent = n
 		}
 	}
+	cmdutil.Override(o.Changed, "addr", &s.Addr, o.Addr)
+	cmdutil.Override(o.Changed, "mode", &s.Mode, o.Mode)
+	cmdutil.Override(o.Changed, "token", &s.Token, o.Token)
+	cmdutil.Override(o.Changed, "allow-unauthenticated", &s.AllowUnauthenticated, o.AllowUnauthenticated)
 	changed := func(n string) bool { return o.Changed != nil && o.Changed(n) }
-	if changed("addr") {
-		s.Addr = o.Addr
-	}
-	if changed("mode") {
-		s.Mode = o.Mode
-	}
-	if changed("max-concurrent") {
-		if o.MaxConcurrent < 0 {
-			return s, "", errors.New("--max-concurrent must not be negative")
+	// The checked flags: each takes its value when given, or says what is
+	// wrong with it; the first error, in this order, is the answer.
+	atLeast := func(name string, v, least int, dst *int, why string) error {
+		if !changed(name) {
+			return nil
 		}
-		s.MaxConcurrent = o.MaxConcurrent
-	}
-	if changed("queue") {
-		if o.Queue < 0 {
-			return s, "", errors.New("--queue must not be negative")
+		if v < least {
+			return fmt.Errorf("--%s %s", name, why)
 		}
-		s.Queue = o.Queue
+		*dst = v
+		return nil
 	}
 	positive := func(name string, d time.Duration, dst *config.Duration) error {
 		if !changed(name) {
@@ -173,46 +171,42 @@ func (o *Options) settings(cfg config.Config) (config.Serve, string, error) {
 		*dst = config.Duration(d)
 		return nil
 	}
+	bodyLimit := func() error {
+		if !changed("body-limit") {
+			return nil
+		}
+		n, err := config.ParseSize(o.BodyLimit)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("--body-limit: %q is not a positive size", o.BodyLimit)
+		}
+		s.BodyLimit = config.Size(n)
+		return nil
+	}
+	logFormat := func() error {
+		if !changed("log-format") {
+			return nil
+		}
+		if o.LogFormat != "text" && o.LogFormat != "json" {
+			return fmt.Errorf("--log-format %q: use text or json", o.LogFormat)
+		}
+		s.LogFormat = o.LogFormat
+		return nil
+	}
 	for _, e := range []error{
+		atLeast("max-concurrent", o.MaxConcurrent, 0, &s.MaxConcurrent, "must not be negative"),
+		atLeast("queue", o.Queue, 0, &s.Queue, "must not be negative"),
 		positive("queue-wait", o.QueueWait, &s.QueueWait),
 		positive("max-timeout", o.MaxTimeout, &s.MaxTimeout),
 		positive("session-idle", o.SessionIdle, &s.SessionIdle),
 		positive("grace", o.Grace, &s.Grace),
+		bodyLimit(),
+		atLeast("max-sessions", o.MaxSessions, 1, &s.MaxSessions, "must be positive"),
+		atLeast("warm-sessions", o.WarmSessions, 0, &s.WarmSessions, "must not be negative (0 keeps none)"),
+		logFormat(),
 	} {
 		if e != nil {
 			return s, "", e
 		}
-	}
-	if changed("body-limit") {
-		n, err := config.ParseSize(o.BodyLimit)
-		if err != nil || n <= 0 {
-			return s, "", fmt.Errorf("--body-limit: %q is not a positive size", o.BodyLimit)
-		}
-		s.BodyLimit = config.Size(n)
-	}
-	if changed("token") {
-		s.Token = o.Token
-	}
-	if changed("allow-unauthenticated") {
-		s.AllowUnauthenticated = o.AllowUnauthenticated
-	}
-	if changed("max-sessions") {
-		if o.MaxSessions <= 0 {
-			return s, "", errors.New("--max-sessions must be positive")
-		}
-		s.MaxSessions = o.MaxSessions
-	}
-	if changed("warm-sessions") {
-		if o.WarmSessions < 0 {
-			return s, "", errors.New("--warm-sessions must not be negative (0 keeps none)")
-		}
-		s.WarmSessions = o.WarmSessions
-	}
-	if changed("log-format") {
-		if o.LogFormat != "text" && o.LogFormat != "json" {
-			return s, "", fmt.Errorf("--log-format %q: use text or json", o.LogFormat)
-		}
-		s.LogFormat = o.LogFormat
 	}
 	b := cfg.Backend
 	if o.Backend != "" {

@@ -20,12 +20,7 @@ def child(req, fds):
     code = 1
     try:
         os.setpgid(0, 0)
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        sock.close()
-        os.close(wake_r)
-        os.close(wake_w)
+        leave_channel()
         for i, fd in enumerate(fds):
             os.dup2(fd, i)
             os.close(fd)
