@@ -10,6 +10,7 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/distinct"
 )
 
 // Opener connects to a runtime by name. The rlm command passes
@@ -40,17 +41,7 @@ func Canonical(name string) string {
 // ParseModes splits a comma-separated mode list into canonical names,
 // without duplicates. An empty list means auto-detect.
 func ParseModes(s string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, m := range strings.Split(s, ",") {
-		m = Canonical(m)
-		if m == "" || seen[m] {
-			continue
-		}
-		seen[m] = true
-		out = append(out, m)
-	}
-	return out
+	return distinct.Strings(strings.Split(s, ","), Canonical)
 }
 
 // runtimeSlot keeps one connection to a runtime for the server's lifetime

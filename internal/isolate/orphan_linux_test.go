@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rlmkit/rlm/internal/distinct"
 )
 
 // When the process that started a run dies (SIGKILL, no Cleanup), the run
@@ -79,7 +82,7 @@ func TestRunDiesWithCaller(t *testing.T) {
 			// working directory is never on the host at all.
 			hostLeft := func(prefix string) (dirs, mounts int) {
 				name := fmt.Sprintf("%s%d-", prefix, helper.Process.Pid)
-				for _, d := range uniq([]string{os.TempDir(), "/tmp"}) {
+				for _, d := range distinct.Strings([]string{os.TempDir(), "/tmp"}, filepath.Clean) {
 					ents, _ := os.ReadDir(d)
 					for _, e := range ents {
 						if strings.HasPrefix(e.Name(), name) {

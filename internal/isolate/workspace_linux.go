@@ -3,7 +3,6 @@ package isolate
 import (
 	"errors"
 	"fmt"
-	"github.com/rlmkit/rlm/internal/proctree"
 	"io"
 	"io/fs"
 	"os"
@@ -14,6 +13,9 @@ import (
 	"sync"
 	"syscall"
 	"unsafe"
+
+	"github.com/rlmkit/rlm/internal/distinct"
+	"github.com/rlmkit/rlm/internal/proctree"
 )
 
 // workspace is the private copy of Spec.Dir that the program works in (see
@@ -423,7 +425,7 @@ func HasMountsBelow(dir string) bool {
 // accepts, in the places newWorkspace makes them: this
 // process's temp dir, /tmp, and extra (another process's $TMPDIR).
 func reapWorkspaces(match func(pid int) bool, extra ...string) {
-	for _, dir := range uniq(append([]string{os.TempDir(), "/tmp"}, extra...)) {
+	for _, dir := range distinct.Strings(append([]string{os.TempDir(), "/tmp"}, extra...), filepath.Clean) {
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
 			// Names without the pid (an older rlm's) are left alone: their
@@ -449,16 +451,4 @@ func reapWorkspaces(match func(pid int) bool, extra ...string) {
 			_ = os.RemoveAll(base)
 		}
 	}
-}
-
-func uniq(dirs []string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, d := range dirs {
-		if d = filepath.Clean(d); !seen[d] {
-			seen[d] = true
-			out = append(out, d)
-		}
-	}
-	return out
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/internal/distinct"
 )
 
 // SearchPath is the ordered list of directories rlm looks in for plugins.
@@ -31,16 +32,7 @@ func DefaultSearchPath(flagDirs, configDirs []string) SearchPath {
 		dirs = append(dirs, filepath.Join(home, ".rlm", "plugins"))
 	}
 	dirs = append(dirs, filepath.SplitList(os.Getenv("PATH"))...)
-	var out SearchPath
-	seen := map[string]bool{}
-	for _, d := range dirs {
-		if d == "" || seen[d] {
-			continue
-		}
-		seen[d] = true
-		out = append(out, d)
-	}
-	return out
+	return distinct.Strings(dirs, nil)
 }
 
 // NotFoundError says which plugin was missing and everywhere rlm looked.
