@@ -19,7 +19,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/rlmkit/rlm/core/defaults"
-	"github.com/rlmkit/rlm/core/llm"
+	"github.com/rlmkit/rlm/core/llm/pricing"
 )
 
 // Config is the whole file. Every key here is documented in
@@ -39,7 +39,7 @@ type Config struct {
 	Providers map[string]Provider `toml:"providers"`
 	// Pricing adds or overrides model prices (USD per million tokens) in
 	// core/llm's table, for cost accounting and max_cost_usd.
-	Pricing map[string]llm.Price `toml:"pricing"`
+	Pricing map[string]pricing.Price `toml:"pricing"`
 	// Serve configures `rlm serve`.
 	Serve Serve `toml:"serve"`
 	// Daemon configures `rlm daemon` and how clients find it.
@@ -178,7 +178,7 @@ func Default() Config {
 			MaxConcurrent:  defaults.BatchConcurrency,
 		},
 		Providers: map[string]Provider{},
-		Pricing:   map[string]llm.Price{},
+		Pricing:   map[string]pricing.Price{},
 		Serve: Serve{
 			Addr:         "127.0.0.1:8080",
 			Mode:         "",
@@ -425,10 +425,10 @@ func (c Config) TOML() (string, error) {
 			}
 			// The effective values, not the 0 that means "the default".
 			if p.Timeout == 0 {
-				p.Timeout = Duration(llm.DefaultTimeout)
+				p.Timeout = Duration(defaults.LLMTimeout)
 			}
 			if p.MaxRetries == 0 {
-				p.MaxRetries = llm.DefaultMaxRetries
+				p.MaxRetries = defaults.LLMMaxRetries
 			}
 			ps[k] = p
 		}

@@ -16,4 +16,10 @@ const (
 	// rlm_query_batched call are in flight at once (rlm run also gives it
 	// to the provider as its concurrency limit).
 	BatchConcurrency = 16
+	// LLMTimeout bounds each attempt of a model call (core/llm's
+	// Options.Timeout).
+	LLMTimeout = 10 * time.Minute
+	// LLMMaxRetries is how many times a model call is retried after 408,
+	// 429, 5xx and dropped connections (core/llm's Options.MaxRetries).
+	LLMMaxRetries = 4
 )

@@ -31,6 +31,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/rlmkit/rlm/core/defaults"
 )
 
 // Message is one turn of a conversation. Role is "user" or "assistant"; the
@@ -92,8 +94,8 @@ type Provider interface {
 
 // Defaults used when the matching [Options] field is zero.
 const (
-	DefaultTimeout       = 10 * time.Minute
-	DefaultMaxRetries    = 4
+	DefaultTimeout       = defaults.LLMTimeout
+	DefaultMaxRetries    = defaults.LLMMaxRetries
 	DefaultMaxConcurrent = 4
 	DefaultMinBackoff    = 500 * time.Millisecond
 	DefaultMaxBackoff    = 60 * time.Second
