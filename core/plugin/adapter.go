@@ -25,16 +25,23 @@ type server struct {
 	pb.UnimplementedRuntimeServer
 	rt Runtime
 
-	infoOnce sync.Once
-	info     *pb.InfoResponse // what the runtime declares, asked once
+	mu   sync.Mutex
+	info *pb.InfoResponse // what the runtime declares, once it answered
 }
 
-// declared is the runtime's Info, asked the first time it is needed: the
-// backend and the level names do not change while the plugin runs.
+// declared is the runtime's Info, asked until it first answers: the
+// backend and the level names do not change while the plugin runs. A
+// failed Info (a cancelled request's, say) is not kept, so the next
+// request asks again; until then nothing is stamped and only the host's
+// level names pass.
 func (s *server) declared(ctx context.Context) *pb.InfoResponse {
-	s.infoOnce.Do(func() {
-		s.info, _ = s.rt.Info(ctx)
-	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.info == nil {
+		if info, err := s.rt.Info(ctx); err == nil && info != nil {
+			s.info = info
+		}
+	}
 	return s.info
 }
 

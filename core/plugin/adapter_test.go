@@ -22,9 +22,15 @@ type fakeRuntime struct {
 	run   func(*pb.RunRequest) (*pb.Result, error)
 	runs  int
 	check func(string) (bool, string, error)
+	// infoFails is how many Info calls fail before one answers.
+	infoFails int
 }
 
 func (f *fakeRuntime) Info(context.Context) (*pb.InfoResponse, error) {
+	if f.infoFails > 0 {
+		f.infoFails--
+		return nil, errors.New("not yet")
+	}
 	return &pb.InfoResponse{Name: "fake", Backend: "fakebackend", Available: true}, nil
 }
 
@@ -110,6 +116,20 @@ func TestAdapterCodesAndStamps(t *testing.T) {
 	cr, err := srv.Check(context.Background(), &pb.CheckRequest{Code: []byte("nope")})
 	if err != nil || cr.GetOk() || cr.GetMessage() != "line 1: nope" {
 		t.Errorf("Check: %v %v", cr, err)
+	}
+}
+
+// The first Run asks Info twice (its level check, then the stamp); both fail.
+func TestAdapterAsksInfoUntilItAnswers(t *testing.T) {
+	rt := &fakeRuntime{infoFails: 2, run: func(*pb.RunRequest) (*pb.Result, error) { return &pb.Result{}, nil }}
+	srv := plugin.NewServer(rt)
+	first, err := srv.Run(context.Background(), &pb.RunRequest{})
+	if err != nil || first.GetBackend() != "" {
+		t.Fatalf("first run: %v, backend %q, want none stamped while Info fails", err, first.GetBackend())
+	}
+	second, err := srv.Run(context.Background(), &pb.RunRequest{})
+	if err != nil || second.GetBackend() != "fakebackend" {
+		t.Errorf("second run: %v, backend %q, want the Info's once it answered", err, second.GetBackend())
 	}
 }
 
