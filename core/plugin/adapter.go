@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,15 @@ func (s *server) check(ctx context.Context, env map[string][]byte, limits *pb.Li
 
 func (s *server) Info(ctx context.Context, _ *pb.InfoRequest) (*pb.InfoResponse, error) {
 	info, err := s.rt.Info(ctx)
+	if err == nil && info != nil {
+		// The host's own call at launch fills the cache, so that the first
+		// request does not ask again.
+		s.mu.Lock()
+		if s.info == nil {
+			s.info = info
+		}
+		s.mu.Unlock()
+	}
 	return info, toStatus(err)
 }
 
@@ -65,6 +75,9 @@ func (s *server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	res, err := s.rt.Run(ctx, req)
 	if err != nil {
 		return nil, toStatus(err)
+	}
+	if res == nil {
+		return nil, status.Error(codes.Internal, "the runtime returned no result and no error")
 	}
 	if res.GetBackend() == "" {
 		res.Backend = s.backendName(ctx)
@@ -98,13 +111,16 @@ func (s *server) Session(stream pb.Runtime_SessionServer) error {
 	}
 	start := time.Now()
 	sess, err := sr.OpenSession(ctx, open)
+	if err == nil && (sess == nil || sess.REPL == nil) {
+		err = errors.New("the runtime opened no session and gave no error")
+	}
 	if err != nil {
 		return SendFatal(stream, err.Error())
 	}
 	if sess.Close != nil {
 		defer sess.Close()
 	}
-	backend := s.backendName(ctx)
+	backend := cmp.Or(s.backendName(ctx), sess.Options.Backend)
 	if err := stream.Send(&pb.SessionResponse{Msg: &pb.SessionResponse_Opened{Opened: &pb.Opened{
 		RuntimeVersion: sess.RuntimeVersion, Backend: backend, StartupMs: time.Since(start).Milliseconds()}}}); err != nil {
 		return err

@@ -24,9 +24,11 @@ type fakeRuntime struct {
 	check func(string) (bool, string, error)
 	// infoFails is how many Info calls fail before one answers.
 	infoFails int
+	infos     int // Info calls
 }
 
 func (f *fakeRuntime) Info(context.Context) (*pb.InfoResponse, error) {
+	f.infos++
 	if f.infoFails > 0 {
 		f.infoFails--
 		return nil, errors.New("not yet")
@@ -131,6 +133,36 @@ func TestAdapterAsksInfoUntilItAnswers(t *testing.T) {
 	if err != nil || second.GetBackend() != "fakebackend" {
 		t.Errorf("second run: %v, backend %q, want the Info's once it answered", err, second.GetBackend())
 	}
+}
+
+func TestAdapterKeepsTheHostsInfo(t *testing.T) {
+	rt := &fakeRuntime{run: func(*pb.RunRequest) (*pb.Result, error) { return &pb.Result{}, nil }}
+	srv := plugin.NewServer(rt)
+	if _, err := srv.Info(context.Background(), &pb.InfoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := srv.Run(context.Background(), &pb.RunRequest{})
+	if err != nil || res.GetBackend() != "fakebackend" || rt.infos != 1 {
+		t.Errorf("run after the host's Info: %v, backend %q, %d Info calls, want the one the host made", err, res.GetBackend(), rt.infos)
+	}
+}
+
+func TestAdapterRefusesEmptyAnswers(t *testing.T) {
+	srv := plugin.NewServer(&fakeRuntime{run: func(*pb.RunRequest) (*pb.Result, error) { return nil, nil }})
+	if _, err := srv.Run(context.Background(), &pb.RunRequest{}); status.Code(err) != codes.Internal {
+		t.Errorf("a run with no result and no error: %v, want Internal", err)
+	}
+	_, first := session(t, plugin.NewServer(&nilSessions{}), &pb.OpenSession{})
+	if e := first.GetError(); e == nil || !e.GetFatal() || !strings.Contains(e.GetMessage(), "opened no session") {
+		t.Errorf("a session opened as nil: %v, want a fatal error", first)
+	}
+}
+
+// nilSessions opens sessions as nil, a plugin's bug the adapter reports.
+type nilSessions struct{ fakeRuntime }
+
+func (*nilSessions) OpenSession(context.Context, *pb.OpenSession) (*plugin.Session, error) {
+	return nil, nil
 }
 
 // session opens a session on srv over a real in-process gRPC connection and

@@ -25,9 +25,11 @@ import (
 // The requests and results are still the wire's messages (core/proto); a
 // runtime reads them through their getters.
 type Runtime interface {
-	// Info says what the runtime is and whether it can run here. It is
-	// asked once when the host starts the plugin, so it should answer at
-	// once (a missing tool is UnavailableReason, not an error).
+	// Info says what the runtime is and whether it can run here. The host
+	// asks it when it starts the plugin, and the adapter keeps the first
+	// answer for its checks and stamps (asking again while Info fails), so
+	// it should answer at once (a missing tool is UnavailableReason, not an
+	// error).
 	Info(ctx context.Context) (*pb.InfoResponse, error)
 	// Run executes one program, already checked by CheckRequest.
 	Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error)
@@ -50,7 +52,8 @@ type Session struct {
 	REPL REPL
 	// RuntimeVersion is announced in Opened ("3.11.2").
 	RuntimeVersion string
-	// Options are ServeSession's; the adapter sets Backend and Limits.
+	// Options are ServeSession's; the adapter sets Limits, and Backend to
+	// the one Info declares (Options.Backend when Info has not answered).
 	Options SessionOptions
 	// Close, when not nil, runs after the stream ends: it stops the
 	// interpreter and removes what the session created.
