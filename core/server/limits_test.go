@@ -186,7 +186,9 @@ func TestPluginRelaunchedAfterDeath(t *testing.T) {
 	go func() {
 		slow <- call(t, "POST", url+"/execute", fmt.Sprintf(`{"code": "import time; open('%s', 'a').write('run\\n'); time.sleep(30); print(2)"}`, mark))
 	}()
-	waitFor(t, "the slow run to start", func() bool { _, err := os.Stat(mark); return err == nil })
+	// Its line, not just the file: open() creates the file before the
+	// write reaches it, and a kill in between leaves it empty.
+	waitFor(t, "the slow run to start", func() bool { b, _ := os.ReadFile(mark); return string(b) == "run\n" })
 	killPlugin(t)
 	if r := <-slow; r.status != 200 || r.body["status"] != "error" || r.body["ended_by"] != "crashed" ||
 		!strings.Contains(fmt.Sprint(r.body["error"]), "may have partly run") {
