@@ -51,7 +51,7 @@ func (s *server) backendName(ctx context.Context) string { return s.declared(ctx
 // check is CheckRequest with the level names this runtime declares.
 func (s *server) check(ctx context.Context, env map[string][]byte, limits *pb.Limits) error {
 	info := s.declared(ctx)
-	return CheckRequest(env, limits, append(info.GetIsolationLevels(), info.GetSessionIsolationLevels()...)...)
+	return CheckRequest(env, limits, slices.Concat(info.GetIsolationLevels(), info.GetSessionIsolationLevels())...)
 }
 
 func (s *server) Info(ctx context.Context, _ *pb.InfoRequest) (*pb.InfoResponse, error) {
