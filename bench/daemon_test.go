@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,7 +89,7 @@ func BenchmarkDaemonCell(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	direct := core.NewRuntime("python", "native", p.Client, p.Kill)
+	direct := core.NewRuntime("python", "native", p.Client, p.Kill, isolate.Available)
 	defer direct.Close()
 
 	open := func(rt *core.Runtime) (core.Session, time.Duration) {

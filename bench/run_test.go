@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,7 +25,7 @@ func pythonFactory(b *testing.B) core.SandboxFactory {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rt := core.NewRuntime("python", "native", p.Client, p.Kill)
+	rt := core.NewRuntime("python", "native", p.Client, p.Kill, isolate.Available)
 	b.Cleanup(rt.Close)
 	return func(ctx context.Context, o core.SessionOptions) (core.Session, error) {
 		o.Runtime = "python"

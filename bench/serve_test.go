@@ -163,7 +163,7 @@ func pluginOpener(b *testing.B) server.Opener {
 		if err != nil {
 			return nil, err
 		}
-		return core.NewRuntime(name, "native", p.Client, p.Kill), nil
+		return core.NewRuntime(name, "native", p.Client, p.Kill, isolate.Available), nil
 	}
 }
 

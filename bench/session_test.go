@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ func pythonRuntime(b *testing.B) *core.Runtime {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rt := core.NewRuntime("python", "native", p.Client, p.Kill)
+	rt := core.NewRuntime("python", "native", p.Client, p.Kill, isolate.Available)
 	b.Cleanup(rt.Close)
 	return rt
 }
@@ -121,7 +122,7 @@ func BenchmarkCellRoundTripPyodide(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rt := core.NewRuntime("python", "pyodide", p.Client, p.Kill)
+	rt := core.NewRuntime("python", "pyodide", p.Client, p.Kill, isolate.Available)
 	b.Cleanup(rt.Close)
 	cellLatencies(b, openSession(b, rt, core.SessionOptions{}), "x = 1")
 }

@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"sync/atomic"
 	"testing"
 
@@ -18,7 +19,7 @@ func countingInfo(t *testing.T, calls *atomic.Int64) *core.Runtime {
 		calls.Add(1)
 		return &pb.InfoResponse{Available: true, IsolationLevels: []string{"none"}}, nil
 	}})
-	return core.NewRuntime("x", "fake", c, stop)
+	return core.NewRuntime("x", "fake", c, stop, isolate.Available)
 }
 
 // A runtime asks its plugin's Info once for what it declares, and not at

@@ -2,14 +2,15 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/rlmkit/rlm/core/isolation"
 	pb "github.com/rlmkit/rlm/core/proto"
-	"github.com/rlmkit/rlm/internal/isolate"
 )
 
 // AutoIsolation asks for the strongest level both this host and the
@@ -20,7 +21,7 @@ const AutoIsolation = "auto"
 // hostLevels are the levels internal/isolate defines, weakest first. A plugin
 // may declare a level of its own (pyodide's wasm); the host cannot rank it
 // against these, so auto picks it only when the plugin declares none of them.
-var hostLevels = []isolate.Level{isolate.LevelNone, isolate.LevelProcess, isolate.LevelNamespace}
+var hostLevels = isolation.Levels
 
 // DeclaredLevels are the isolation levels a plugin's Info declares for its
 // programs, or for its REPL sessions. An empty declaration means none: the
@@ -31,7 +32,7 @@ func DeclaredLevels(info *pb.InfoResponse, session bool) []string {
 		l = info.GetSessionIsolationLevels()
 	}
 	if len(l) == 0 {
-		return []string{string(isolate.LevelNone)}
+		return []string{string(isolation.None)}
 	}
 	return l
 }
@@ -45,7 +46,14 @@ func DeclaredLevels(info *pb.InfoResponse, session bool) []string {
 // as wasm). An explicit level must be declared by the plugin and, when
 // internal/isolate defines it, work on this host; otherwise the answer is an
 // error naming the plugin, what it supports and the fix, and nothing runs.
-func ResolveIsolation(info *pb.InfoResponse, plugin, requested string, session bool) (string, error) {
+//
+// host says what this host can enforce (internal/isolate.Available). It
+// must not be nil: without it no level could be ranked, and guessing would
+// be the silent downgrade rlm never makes.
+func ResolveIsolation(info *pb.InfoResponse, plugin, requested string, session bool, host isolation.Probe) (string, error) {
+	if host == nil {
+		return "", errors.New("resolving an isolation level needs the host's probe (internal/isolate.Available), and none was given: this is a bug in the program embedding rlm")
+	}
 	declared := DeclaredLevels(info, session)
 	what := "programs"
 	if session {
@@ -54,12 +62,12 @@ func ResolveIsolation(info *pb.InfoResponse, plugin, requested string, session b
 	if requested == "" || requested == AutoIsolation {
 		for i := len(hostLevels) - 1; i >= 0; i-- {
 			l := hostLevels[i]
-			if slices.Contains(declared, string(l)) && isolate.Available(l) == nil {
+			if slices.Contains(declared, string(l)) && host(l) == nil {
 				return string(l), nil
 			}
 		}
 		for _, l := range declared {
-			if !slices.Contains(hostLevels, isolate.Level(l)) {
+			if !slices.Contains(hostLevels, isolation.Level(l)) {
 				return l, nil
 			}
 		}
@@ -72,8 +80,8 @@ func ResolveIsolation(info *pb.InfoResponse, plugin, requested string, session b
 			"plugin %s cannot enforce isolation %s for its %s: it declares only %s; use --isolation auto (or [limits] isolation = \"auto\") to run at the strongest of these, one of them explicitly, or a plugin that supports %s",
 			plugin, requested, what, strings.Join(declared, ", "), requested)
 	}
-	if slices.Contains(hostLevels, isolate.Level(requested)) {
-		if err := isolate.Available(isolate.Level(requested)); err != nil {
+	if slices.Contains(hostLevels, isolation.Level(requested)) {
+		if err := host(isolation.Level(requested)); err != nil {
 			return "", refused(codes.FailedPrecondition, "isolation %s cannot work on this host: %v", requested, err)
 		}
 	}
@@ -84,7 +92,7 @@ func ResolveIsolation(info *pb.InfoResponse, plugin, requested string, session b
 // which enforces no resource limit: running without them would be the
 // silent downgrade the caller asked not to get.
 func checkLimits(l Limits, plugin, level string) error {
-	if !l.Strict || level != string(isolate.LevelNone) {
+	if !l.Strict || level != string(isolation.None) {
 		return nil
 	}
 	var set []string
@@ -121,7 +129,7 @@ func (r *Runtime) Isolation(ctx context.Context, requested string, session bool)
 	if err != nil {
 		return "", fmt.Errorf("asking the %s runtime which isolation it supports: %w", r.Name, err)
 	}
-	return ResolveIsolation(info, r.pluginName(), requested, session)
+	return ResolveIsolation(info, r.pluginName(), requested, session, r.host)
 }
 
 // Declared is the plugin's Info, asked once: what a plugin declares does

@@ -5,16 +5,34 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rlmkit/rlm/core/isolation"
 	pb "github.com/rlmkit/rlm/core/proto"
-	"github.com/rlmkit/rlm/internal/isolate"
 )
 
-func TestResolveIsolationAuto(t *testing.T) {
-	strongest := string(isolate.Strongest())
-	process := "none"
-	if isolate.Available(isolate.LevelProcess) == nil {
-		process = "process"
+// noNamespaces is a host probe for a host without user namespaces: what it
+// says, not what this machine has, drives the resolution under test.
+func noNamespaces(l isolation.Level) error {
+	if l == isolation.Namespace {
+		return errors.New("user namespaces are disabled")
 	}
+	return nil
+}
+
+// everything is a host probe for a host that enforces every level.
+func everything(isolation.Level) error { return nil }
+
+func TestResolveIsolationAuto(t *testing.T) {
+	for _, host := range []struct {
+		name      string
+		probe     isolation.Probe
+		strongest string
+	}{{"full host", everything, "namespace"}, {"no namespaces", noNamespaces, "process"}} {
+		testResolveAuto(t, host.name, host.probe, host.strongest)
+	}
+}
+
+func testResolveAuto(t *testing.T, hostName string, host isolation.Probe, strongest string) {
+	process := "process"
 	for _, tc := range []struct {
 		name    string
 		info    *pb.InfoResponse
@@ -29,9 +47,9 @@ func TestResolveIsolationAuto(t *testing.T) {
 		{"a level of its own", &pb.InfoResponse{IsolationLevels: []string{"wasm"}}, false, "wasm"},
 	} {
 		for _, req := range []string{"", "auto"} {
-			got, err := ResolveIsolation(tc.info, "p", req, tc.session)
+			got, err := ResolveIsolation(tc.info, "p", req, tc.session, host)
 			if err != nil || got != tc.want {
-				t.Errorf("%s (%q): got %q, %v; want %q", tc.name, req, got, err, tc.want)
+				t.Errorf("%s: %s (%q): got %q, %v; want %q", hostName, tc.name, req, got, err, tc.want)
 			}
 		}
 	}
@@ -39,7 +57,7 @@ func TestResolveIsolationAuto(t *testing.T) {
 
 func TestResolveIsolationExplicit(t *testing.T) {
 	info := &pb.InfoResponse{IsolationLevels: []string{"none"}, SessionIsolationLevels: []string{"none", "process"}}
-	_, err := ResolveIsolation(info, "perl (/x/rlm-plugin-perl)", "namespace", false)
+	_, err := ResolveIsolation(info, "perl (/x/rlm-plugin-perl)", "namespace", false, everything)
 	var ref *RefusedError
 	if !errors.As(err, &ref) {
 		t.Fatalf("namespace on a none-only plugin: got %v, want a RefusedError", err)
@@ -49,17 +67,29 @@ func TestResolveIsolationExplicit(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
-	if _, err := ResolveIsolation(info, "p", "process", true); isolate.Available(isolate.LevelProcess) == nil && err != nil {
+	if _, err := ResolveIsolation(info, "p", "process", true, everything); err != nil {
 		t.Errorf("declared session level process refused: %v", err)
 	}
-	if _, err := ResolveIsolation(info, "p", "namespace", true); err == nil || !strings.Contains(err.Error(), "for its sessions: it declares only none, process") {
+	if _, err := ResolveIsolation(info, "p", "namespace", true, everything); err == nil || !strings.Contains(err.Error(), "for its sessions: it declares only none, process") {
 		t.Errorf("undeclared session level: got %v", err)
 	}
-	if _, err := ResolveIsolation(&pb.InfoResponse{IsolationLevels: []string{"wasm"}}, "p", "process", false); err == nil {
+	if _, err := ResolveIsolation(&pb.InfoResponse{IsolationLevels: []string{"wasm"}}, "p", "process", false, everything); err == nil {
 		t.Error("process on a wasm-only plugin was accepted")
 	}
-	if got, err := ResolveIsolation(info, "p", "none", false); err != nil || got != "none" {
+	if got, err := ResolveIsolation(info, "p", "none", false, everything); err != nil || got != "none" {
 		t.Errorf("none: got %q, %v", got, err)
+	}
+	all := &pb.InfoResponse{IsolationLevels: []string{"none", "process", "namespace"}}
+	_, err = ResolveIsolation(all, "p", "namespace", false, noNamespaces)
+	if !errors.As(err, &ref) || !strings.Contains(err.Error(), "isolation namespace cannot work on this host: user namespaces are disabled") {
+		t.Errorf("namespace on a host without it: got %v, want a refusal naming the host's reason", err)
+	}
+	// Without the host's probe no level can be ranked: an error, never a
+	// guess (auto would otherwise fall to none).
+	for _, req := range []string{"", "auto", "none", "namespace"} {
+		if got, err := ResolveIsolation(all, "p", req, false, nil); err == nil || !strings.Contains(err.Error(), "needs the host's probe") {
+			t.Errorf("no probe, %q: got %q, %v; want an error", req, got, err)
+		}
 	}
 }
 

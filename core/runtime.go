@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rlmkit/rlm/core/ending"
+	"github.com/rlmkit/rlm/core/isolation"
 	pb "github.com/rlmkit/rlm/core/proto"
 )
 
@@ -27,15 +28,19 @@ type Runtime struct {
 	Plugin string
 	Client pb.RuntimeClient
 	close  func()
+	// host is what this host can enforce; see ResolveIsolation.
+	host isolation.Probe
 
 	mu   sync.Mutex
 	info *pb.InfoResponse // cached by declaration
 }
 
 // NewRuntime wraps a connected client; close (may be nil) ends the
-// connection and whatever process serves it.
-func NewRuntime(name, backend string, c pb.RuntimeClient, close func()) *Runtime {
-	return &Runtime{Name: name, Backend: backend, Client: c, close: close}
+// connection and whatever process serves it. host is the host's isolation
+// probe (internal/isolate.Available), against which every run's level is
+// resolved; core takes it as a value so that it does not link the sandbox.
+func NewRuntime(name, backend string, c pb.RuntimeClient, close func(), host isolation.Probe) *Runtime {
+	return &Runtime{Name: name, Backend: backend, Client: c, close: close, host: host}
 }
 
 // Close releases the runtime (kills the plugin process it started).

@@ -7,6 +7,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"strings"
 
 	"github.com/rlmkit/rlm/core"
@@ -104,7 +105,7 @@ func start(ctx context.Context, pluginName, runtime, backend string, o Options) 
 	if err != nil {
 		return nil, false, err
 	}
-	rt := core.NewRuntime(runtime, backend, p.Client, p.Kill)
+	rt := core.NewRuntime(runtime, backend, p.Client, p.Kill, isolate.Available)
 	rt.Plugin = p.Path
 	if p.Info != nil {
 		rt.SetDeclared(p.Info)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"net"
 	"sync"
 	"time"
@@ -129,7 +130,7 @@ func Dial(ctx context.Context, socket, runtime string) (*core.Runtime, error) {
 			return nil, &NotRunningError{Socket: socket, Err: err}
 		}
 	}
-	return core.NewRuntime(runtime, BackendName, pb.NewRuntimeClient(conn), func() { conn.Close() }), nil
+	return core.NewRuntime(runtime, BackendName, pb.NewRuntimeClient(conn), func() { conn.Close() }, isolate.Available), nil
 }
 
 // GetStatus asks the daemon on socket for its status.

@@ -36,6 +36,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"io"
 	"os"
 	"slices"
@@ -375,7 +376,7 @@ func (h *host) sessionLevel(configured string) string {
 	if err != nil || p.Info == nil {
 		return configured
 	}
-	level, err := core.ResolveIsolation(p.Info, h.name, configured, true)
+	level, err := core.ResolveIsolation(p.Info, h.name, configured, true, isolate.Available)
 	if err != nil {
 		h.s.logf("%s: warm sessions: %v", h.name, err)
 		return configured

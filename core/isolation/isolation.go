@@ -20,6 +20,13 @@ const (
 // Levels are the levels internal/isolate defines, weakest first.
 var Levels = []Level{None, Process, Namespace}
 
+// Probe reports whether this host can enforce level: nil when it can, else
+// why not and the fix. The host's probe is internal/isolate.Available, which
+// starts a real sandbox to find out; code that resolves levels (core) takes
+// the probe as a value instead of importing it, so that a plugin linking
+// core's types does not link the sandbox.
+type Probe func(Level) error
+
 // Parse accepts "none", "process", "namespace" (and "" as "process", the
 // default a runtime gets when the caller says nothing).
 func Parse(s string) (Level, error) {

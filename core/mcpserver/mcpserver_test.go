@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -47,7 +48,7 @@ func opener(t testing.TB) server.Opener {
 		if err != nil {
 			return nil, err
 		}
-		return core.NewRuntime(name, "native", p.Client, p.Kill), nil
+		return core.NewRuntime(name, "native", p.Client, p.Kill, isolate.Available), nil
 	}
 }
 

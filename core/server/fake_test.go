@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"strconv"
 	"strings"
 	"sync"
@@ -267,6 +268,6 @@ func mockOpener(t testing.TB, impl pb.RuntimeServer, opens *atomic.Int64) server
 			opens.Add(1)
 		}
 		c, stop := runtimetest.Connect(t, impl)
-		return core.NewRuntime(name, "fake", c, stop), nil
+		return core.NewRuntime(name, "fake", c, stop, isolate.Available), nil
 	}
 }

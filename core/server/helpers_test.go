@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -45,7 +46,7 @@ func pythonOpener(t testing.TB, launches *atomic.Int64) server.Opener {
 		if launches != nil {
 			launches.Add(1)
 		}
-		return core.NewRuntime(name, "native", p.Client, p.Kill), nil
+		return core.NewRuntime(name, "native", p.Client, p.Kill, isolate.Available), nil
 	}
 }
 

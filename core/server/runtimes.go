@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"strings"
 	"sync"
 	"time"
@@ -134,10 +135,10 @@ func (s *runtimeSlot) isolation(requested string) RuntimeIsolation {
 	s.mu.Unlock()
 	var ri RuntimeIsolation
 	var err error
-	if ri.Programs, err = core.ResolveIsolation(info, name, requested, false); err != nil {
+	if ri.Programs, err = core.ResolveIsolation(info, name, requested, false, isolate.Available); err != nil {
 		ri.ProgramsError = err.Error()
 	}
-	if ri.Sessions, err = core.ResolveIsolation(info, name, requested, true); err != nil {
+	if ri.Sessions, err = core.ResolveIsolation(info, name, requested, true, isolate.Available); err != nil {
 		ri.SessionsError = err.Error()
 	}
 	return ri

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,7 +60,7 @@ func startRuntime(t *testing.T) *core.Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := core.NewRuntime("python", "pyodide", p.Client, p.Kill)
+	rt := core.NewRuntime("python", "pyodide", p.Client, p.Kill, isolate.Available)
 	t.Cleanup(rt.Close)
 	return rt
 }

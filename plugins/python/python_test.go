@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -37,7 +38,7 @@ func startRuntime(t testing.TB) *core.Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := core.NewRuntime("python", "native", p.Client, p.Kill)
+	rt := core.NewRuntime("python", "native", p.Client, p.Kill, isolate.Available)
 	t.Cleanup(rt.Close)
 	return rt
 }
@@ -217,7 +218,7 @@ func TestPluginKilledMidCellIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := core.NewRuntime("python", "native", p.Client, p.Kill)
+	rt := core.NewRuntime("python", "native", p.Client, p.Kill, isolate.Available)
 	defer rt.Close()
 	s, err := rt.OpenSession(context.Background(), core.SessionOptions{})
 	if err != nil {
