@@ -1,10 +1,6 @@
 package core
 
-import (
-	"time"
-
-	pb "github.com/rlmkit/rlm/core/proto"
-)
+import "time"
 
 // Limits bound one program or cell. Zero values mean the backend default.
 type Limits struct {
@@ -25,22 +21,4 @@ type Limits struct {
 	// enforces none of them (isolation none) is then refused instead of
 	// running without them. It is the host's and does not travel.
 	Strict bool
-}
-
-// Proto converts the limits for the wire.
-func (l Limits) Proto() *pb.Limits {
-	return &pb.Limits{
-		WallMs:           l.Wall.Milliseconds(),
-		CpuMs:            l.CPU.Milliseconds(),
-		MemoryBytes:      l.MemoryBytes,
-		MaxProcesses:     l.MaxProcesses,
-		MaxOutputBytes:   l.MaxOutputBytes,
-		MaxFileBytes:     l.MaxFileBytes,
-		MaxDiskBytes:     l.MaxDiskBytes,
-		Fuel:             l.Fuel,
-		AllowNetwork:     l.AllowNetwork,
-		Isolation:        l.Isolation,
-		InstallTimeoutMs: l.InstallTimeout.Milliseconds(),
-		MaxFiles:         l.MaxFiles,
-	}
 }

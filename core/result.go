@@ -5,6 +5,7 @@ package core
 
 import (
 	"encoding/base64"
+	"io/fs"
 	"time"
 
 	"github.com/rlmkit/rlm/core/ending"
@@ -50,13 +51,15 @@ type Result struct {
 	Duration time.Duration `json:"-"`
 }
 
-// File is a produced file. Data is not in the default JSON (see
-// FilesWithData).
+// File is a file given to a program or cell, or one it produced. Data is
+// not in the default JSON (see FilesWithData).
 type File struct {
 	Path   string `json:"path"`
 	Size   int64  `json:"size"`
-	Change string `json:"change,omitempty"`
+	Change string `json:"change,omitempty"` // created | modified (produced files only)
 	Data   []byte `json:"-"`
+	// Mode is a given file's permission bits; 0 means 0644.
+	Mode fs.FileMode `json:"-"`
 }
 
 // Base64 is the file's content as standard base64.

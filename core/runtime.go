@@ -65,7 +65,7 @@ type Program struct {
 	Args         []string
 	Env          map[string]string
 	Requirements []string
-	Install      *pb.InstallOptions
+	Install      *InstallOptions
 	Limits       Limits
 	Context      *Context
 	ReturnFiles  bool
@@ -78,15 +78,13 @@ type Context struct {
 	Kind string
 }
 
-func (c *Context) proto() *pb.Context {
-	if c == nil {
-		return nil
-	}
-	k := c.Kind
-	if k == "" {
-		k = "text"
-	}
-	return &pb.Context{Data: c.Data, Kind: k}
+// InstallOptions say where a program's requirements are installed from
+// (pip's and npm's own options); nil means the tools' defaults.
+type InstallOptions struct {
+	IndexURL    string
+	FindLinks   []string
+	NoIndex     bool
+	NPMRegistry string
 }
 
 // Run executes one program.
@@ -101,14 +99,9 @@ func (r *Runtime) Run(ctx context.Context, p Program) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := &pb.RunRequest{
-		Code: []byte(p.Code), Stdin: p.Stdin, Args: pb.Bytes(p.Args), Env: pb.EnvBytes(p.Env),
-		Requirements: p.Requirements, Install: p.Install, Limits: limits.Proto(),
-		Context: p.Context.proto(), ReturnFiles: p.ReturnFiles, Runtime: r.Name,
-	}
-	for _, f := range p.Files {
-		req.Files = append(req.Files, &pb.File{Path: f.Path, Data: f.Data})
-	}
+	p.Limits = limits
+	req := ProgramProto(p)
+	req.Runtime = r.Name
 	var hdr metadata.MD
 	res, err := r.Client.Run(ctx, req, grpc.Header(&hdr))
 	if err != nil {

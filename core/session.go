@@ -90,9 +90,8 @@ func (r *Runtime) OpenSession(ctx context.Context, opts SessionOptions) (Session
 	if name == "" {
 		name = r.Name
 	}
-	stream, cancel, _, err := pb.StartSession(ctx, r.Client, &pb.OpenSession{
-		Context: opts.Context.proto(), Limits: limits.Proto(), Env: pb.EnvBytes(opts.Env), Runtime: name,
-	})
+	opts.Limits, opts.Runtime = limits, name
+	stream, cancel, _, err := pb.StartSession(ctx, r.Client, SessionProto(opts))
 	if err != nil {
 		return nil, rpcError(err)
 	}

@@ -1,11 +1,15 @@
 package core
 
 // The translation between the wire's types (core/proto) and core's, in one
-// place: what a plugin or the daemon sends becomes a Result here and
-// nowhere else. The ending's translation is core/ending's.
+// place: what crosses a plugin's or the daemon's connection becomes a core
+// type here and nowhere else, on the host's side (Runtime) as on the
+// plugin's (core/plugin's adapter). The ending's translation is
+// core/ending's. Each pair is lossless for what core's type carries; a
+// test (translate_test.go) round-trips every field.
 
 import (
 	"encoding/base64"
+	"io/fs"
 	"time"
 	"unicode/utf8"
 
@@ -46,10 +50,44 @@ func FromProto(r *pb.Result) *Result {
 	res.StdoutBase64, res.StderrBase64 = Base64IfBinary(r.GetStdout()), Base64IfBinary(r.GetStderr())
 	res.TimedOut = res.EndedBy == ending.Timeout
 	res.Truncated = res.StdoutOmitted > 0 || res.StderrOmitted > 0
-	for _, f := range r.GetFiles() {
-		res.Files = append(res.Files, File{Path: f.GetPath(), Size: f.GetSize(), Change: f.GetChange(), Data: f.GetData()})
-	}
+	res.Files = filesFromProto(r.GetFiles())
 	return res
+}
+
+// ResultProto converts a result for the wire. The fields FromProto derives
+// (TimedOut, Truncated, the base64 forms) do not travel; a DurationMs of 0
+// is taken from Duration, so a runtime sets either.
+func ResultProto(r *Result) *pb.Result {
+	if r == nil {
+		return nil
+	}
+	ms := r.DurationMs
+	if ms == 0 {
+		ms = r.Duration.Milliseconds()
+	}
+	return &pb.Result{
+		Stdout:          []byte(r.Stdout),
+		Stderr:          []byte(r.Stderr),
+		StdoutOmitted:   r.StdoutOmitted,
+		StderrOmitted:   r.StderrOmitted,
+		ExitCode:        int32(r.ExitCode),
+		Signal:          r.Signal,
+		Error:           r.Error,
+		DurationMs:      ms,
+		DurationUs:      r.Duration.Microseconds(),
+		EndedBy:         r.EndedBy.Proto(),
+		StateLost:       r.StateLost,
+		Files:           FilesProto(r.Files),
+		FilesOmitted:    r.FilesOmitted,
+		FuelConsumed:    r.FuelConsumed,
+		MemoryUsedBytes: r.MemoryUsedBytes,
+		Backend:         r.Backend,
+		Isolation:       r.Isolation,
+		WorkspacePath:   r.WorkspacePath,
+		InstallMs:       r.InstallMs,
+		InstallCached:   r.InstallCached,
+		Value:           r.Value,
+	}
 }
 
 // Base64IfBinary is b in standard base64 when b is not valid UTF-8 (its
@@ -59,4 +97,121 @@ func Base64IfBinary(b []byte) string {
 		return ""
 	}
 	return base64.StdEncoding.EncodeToString(b)
+}
+
+// ProgramProto converts a program for the wire; the caller names the
+// runtime (RunRequest.runtime), which core's Program does not carry.
+func ProgramProto(p Program) *pb.RunRequest {
+	return &pb.RunRequest{
+		Code: []byte(p.Code), Files: FilesProto(p.Files), Stdin: p.Stdin, Args: pb.Bytes(p.Args), Env: pb.EnvBytes(p.Env),
+		Requirements: p.Requirements, Install: installProto(p.Install), Limits: LimitsProto(p.Limits),
+		Context: contextProto(p.Context), ReturnFiles: p.ReturnFiles,
+	}
+}
+
+// ProgramFromProto converts a wire request.
+func ProgramFromProto(req *pb.RunRequest) Program {
+	return Program{
+		Code: string(req.GetCode()), Files: filesFromProto(req.GetFiles()), Stdin: req.GetStdin(),
+		Args: pb.Strings(req.GetArgs()), Env: pb.EnvStrings(req.GetEnv()), Requirements: req.GetRequirements(),
+		Install: installFromProto(req.GetInstall()), Limits: LimitsFromProto(req.GetLimits()),
+		Context: contextFromProto(req.GetContext()), ReturnFiles: req.GetReturnFiles(),
+	}
+}
+
+// SessionProto is a session's open message. Bridges and ReturnFiles stay
+// with the host: callbacks and file requests travel per cell.
+func SessionProto(o SessionOptions) *pb.OpenSession {
+	return &pb.OpenSession{Context: contextProto(o.Context), Limits: LimitsProto(o.Limits), Env: pb.EnvBytes(o.Env), Runtime: o.Runtime}
+}
+
+// SessionFromProto converts an open message.
+func SessionFromProto(o *pb.OpenSession) SessionOptions {
+	return SessionOptions{Runtime: o.GetRuntime(), Context: contextFromProto(o.GetContext()), Limits: LimitsFromProto(o.GetLimits()), Env: pb.EnvStrings(o.GetEnv())}
+}
+
+// LimitsProto converts limits for the wire. Strict is the host's and does
+// not travel.
+func LimitsProto(l Limits) *pb.Limits {
+	return &pb.Limits{
+		WallMs:           l.Wall.Milliseconds(),
+		CpuMs:            l.CPU.Milliseconds(),
+		MemoryBytes:      l.MemoryBytes,
+		MaxProcesses:     l.MaxProcesses,
+		MaxOutputBytes:   l.MaxOutputBytes,
+		MaxFileBytes:     l.MaxFileBytes,
+		MaxDiskBytes:     l.MaxDiskBytes,
+		Fuel:             l.Fuel,
+		AllowNetwork:     l.AllowNetwork,
+		Isolation:        l.Isolation,
+		InstallTimeoutMs: l.InstallTimeout.Milliseconds(),
+		MaxFiles:         l.MaxFiles,
+	}
+}
+
+// LimitsFromProto converts wire limits (nil: all zero, the defaults).
+func LimitsFromProto(l *pb.Limits) Limits {
+	return Limits{
+		Wall:           time.Duration(l.GetWallMs()) * time.Millisecond,
+		CPU:            time.Duration(l.GetCpuMs()) * time.Millisecond,
+		MemoryBytes:    l.GetMemoryBytes(),
+		MaxProcesses:   l.GetMaxProcesses(),
+		MaxOutputBytes: l.GetMaxOutputBytes(),
+		MaxFileBytes:   l.GetMaxFileBytes(),
+		MaxDiskBytes:   l.GetMaxDiskBytes(),
+		Fuel:           l.GetFuel(),
+		AllowNetwork:   l.GetAllowNetwork(),
+		Isolation:      l.GetIsolation(),
+		InstallTimeout: time.Duration(l.GetInstallTimeoutMs()) * time.Millisecond,
+		MaxFiles:       l.GetMaxFiles(),
+	}
+}
+
+// FilesProto converts files for the wire.
+func FilesProto(files []File) []*pb.File {
+	var out []*pb.File
+	for _, f := range files {
+		out = append(out, &pb.File{Path: f.Path, Data: f.Data, Size: f.Size, Change: f.Change, Mode: uint32(f.Mode.Perm())})
+	}
+	return out
+}
+
+func filesFromProto(files []*pb.File) []File {
+	var out []File
+	for _, f := range files {
+		out = append(out, File{Path: f.GetPath(), Size: f.GetSize(), Change: f.GetChange(), Data: f.GetData(), Mode: fs.FileMode(f.GetMode()).Perm()})
+	}
+	return out
+}
+
+func contextProto(c *Context) *pb.Context {
+	if c == nil {
+		return nil
+	}
+	k := c.Kind
+	if k == "" {
+		k = "text"
+	}
+	return &pb.Context{Data: c.Data, Kind: k}
+}
+
+func contextFromProto(c *pb.Context) *Context {
+	if c == nil {
+		return nil
+	}
+	return &Context{Data: c.GetData(), Kind: c.GetKind()}
+}
+
+func installProto(o *InstallOptions) *pb.InstallOptions {
+	if o == nil {
+		return nil
+	}
+	return &pb.InstallOptions{IndexUrl: o.IndexURL, FindLinks: o.FindLinks, NoIndex: o.NoIndex, NpmRegistry: o.NPMRegistry}
+}
+
+func installFromProto(o *pb.InstallOptions) *InstallOptions {
+	if o == nil {
+		return nil
+	}
+	return &InstallOptions{IndexURL: o.GetIndexUrl(), FindLinks: o.GetFindLinks(), NoIndex: o.GetNoIndex(), NPMRegistry: o.GetNpmRegistry()}
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/internal/install"
 	"github.com/rlmkit/rlm/internal/launch"
 )
@@ -401,7 +400,7 @@ func (o *Options) requirements(p *core.Program) error {
 	if o.IndexURL == "" && len(o.FindLinks) == 0 && !o.NoIndex && o.NpmRegistry == "" {
 		return nil
 	}
-	in := &pb.InstallOptions{IndexUrl: o.IndexURL, NoIndex: o.NoIndex, NpmRegistry: o.NpmRegistry}
+	in := &core.InstallOptions{IndexURL: o.IndexURL, NoIndex: o.NoIndex, NPMRegistry: o.NpmRegistry}
 	for _, l := range o.FindLinks {
 		if !strings.Contains(l, "://") {
 			abs, err := filepath.Abs(l)

@@ -1,0 +1,118 @@
+package core
+
+import (
+	"io/fs"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/rlmkit/rlm/core/ending"
+)
+
+// fill sets every field of v (a pointer to a struct) to a value that is not
+// the zero one, recursing into structs, pointers, slices and maps, so that
+// a field a translation forgets shows up as a difference.
+func fill(t *testing.T, v reflect.Value, n *int) {
+	*n++
+	switch v.Kind() {
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(t, v.Elem(), n)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fill(t, v.Field(i), n)
+			}
+		}
+	case reflect.String:
+		v.SetString("s" + string(rune('a'+*n%26)))
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		if v.Type() == reflect.TypeFor[time.Duration]() {
+			v.SetInt(int64(*n) * int64(time.Millisecond))
+			return
+		}
+		v.SetInt(int64(*n))
+	case reflect.Uint8:
+		v.SetUint(uint64(0x80 + *n%64)) // bytes that are not UTF-8 on their own
+	case reflect.Func:
+		// callbacks (Bridges) are the host's and never translated
+	case reflect.Uint32:
+		if v.Type() == reflect.TypeFor[fs.FileMode]() {
+			v.SetUint(0o600)
+			return
+		}
+		v.SetUint(uint64(*n))
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 2, 2)
+		for i := range 2 {
+			fill(t, s.Index(i), n)
+		}
+		v.Set(s)
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(t, k, n)
+		fill(t, e, n)
+		m.SetMapIndex(k, e)
+		v.Set(m)
+	default:
+		t.Fatalf("fill: no rule for %s", v.Type())
+	}
+}
+
+func filled[T any](t *testing.T) T {
+	var x T
+	n := 0
+	fill(t, reflect.ValueOf(&x).Elem(), &n)
+	return x
+}
+
+// Every field of a result survives the wire both ways; the fields
+// FromProto derives are derived.
+func TestResultRoundTrip(t *testing.T) {
+	r := filled[Result](t)
+	r.EndedBy = ending.Timeout
+	r.Stdout = "ok \xff" // not UTF-8: its base64 form is derived
+	r.Duration = 1500 * time.Microsecond
+	r.StdoutBase64, r.StderrBase64, r.TimedOut, r.Truncated = "", "", false, false
+	for i := range r.Files {
+		r.Files[i].Mode = 0o600
+	}
+	got := FromProto(ResultProto(&r))
+	want := r
+	want.StdoutBase64 = Base64IfBinary([]byte(r.Stdout))
+	want.TimedOut, want.Truncated = true, true
+	if !reflect.DeepEqual(*got, want) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", *got, want)
+	}
+}
+
+// A runtime that sets only Duration still sends duration_ms.
+func TestResultDurationMs(t *testing.T) {
+	if got := ResultProto(&Result{Duration: 42 * time.Millisecond}).GetDurationMs(); got != 42 {
+		t.Errorf("duration_ms = %d, want 42", got)
+	}
+}
+
+func TestProgramRoundTrip(t *testing.T) {
+	p := filled[Program](t)
+	p.Limits.Strict = false // the host's: it does not travel
+	p.Context.Kind = "json"
+	if got := ProgramFromProto(ProgramProto(p)); !reflect.DeepEqual(got, p) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, p)
+	}
+}
+
+func TestSessionRoundTrip(t *testing.T) {
+	o := filled[SessionOptions](t)
+	o.Limits.Strict = false
+	o.Context.Kind = "text"
+	// Bridges and ReturnFiles are the host's: callbacks and file requests
+	// travel per cell, not in the open message.
+	o.Bridges, o.ReturnFiles = Bridges{}, false
+	if got := SessionFromProto(SessionProto(o)); !reflect.DeepEqual(got, o) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, o)
+	}
+}
