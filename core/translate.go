@@ -50,7 +50,7 @@ func FromProto(r *pb.Result) *Result {
 	res.StdoutBase64, res.StderrBase64 = Base64IfBinary(r.GetStdout()), Base64IfBinary(r.GetStderr())
 	res.TimedOut = res.EndedBy == ending.Timeout
 	res.Truncated = res.StdoutOmitted > 0 || res.StderrOmitted > 0
-	res.Files = filesFromProto(r.GetFiles())
+	res.Files = FilesFromProto(r.GetFiles())
 	return res
 }
 
@@ -112,7 +112,7 @@ func ProgramProto(p Program) *pb.RunRequest {
 // ProgramFromProto converts a wire request.
 func ProgramFromProto(req *pb.RunRequest) Program {
 	return Program{
-		Code: string(req.GetCode()), Files: filesFromProto(req.GetFiles()), Stdin: req.GetStdin(),
+		Code: string(req.GetCode()), Files: FilesFromProto(req.GetFiles()), Stdin: req.GetStdin(),
 		Args: pb.Strings(req.GetArgs()), Env: pb.EnvStrings(req.GetEnv()), Requirements: req.GetRequirements(),
 		Install: installFromProto(req.GetInstall()), Limits: LimitsFromProto(req.GetLimits()),
 		Context: contextFromProto(req.GetContext()), ReturnFiles: req.GetReturnFiles(),
@@ -176,7 +176,8 @@ func FilesProto(files []File) []*pb.File {
 	return out
 }
 
-func filesFromProto(files []*pb.File) []File {
+// FilesFromProto converts wire files.
+func FilesFromProto(files []*pb.File) []File {
 	var out []File
 	for _, f := range files {
 		out = append(out, File{Path: f.GetPath(), Size: f.GetSize(), Change: f.GetChange(), Data: f.GetData(), Mode: fs.FileMode(f.GetMode()).Perm()})

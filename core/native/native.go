@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
@@ -48,15 +49,15 @@ type Runtime struct {
 	// Argv is the command that runs the workspace's code; nil means the
 	// tool with the code file and the program's arguments (ToolArgv), how
 	// an interpreter runs a script.
-	Argv func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string
+	Argv func(t toolpath.Tool, ws *program.Workspace, p core.Program) []string
 	// Env adds runtime-specific variables to the scrubbed base.
 	Env func(t toolpath.Tool, ws *program.Workspace) []string
 	// Prepare runs before the program (compile, install requirements). A
 	// non-nil result ends the run with it (a compile error, say).
-	Prepare func(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest, env []string) (*pb.Result, error)
+	Prepare func(ctx context.Context, t toolpath.Tool, ws *program.Workspace, p core.Program, env []string) (*core.Result, error)
 	// Spawner, when set, may return a faster way to start the program
 	// than os/exec (python's fork server); nil means os/exec.
-	Spawner      func(t toolpath.Tool, req *pb.RunRequest) program.Spawner
+	Spawner      func(t toolpath.Tool, p core.Program) program.Spawner
 	Capabilities []string
 	// Installer, when set, installs a request's requirements (cached by
 	// internal/install) before Prepare and the program run; nil means
@@ -128,13 +129,13 @@ func (s *Server) Info(context.Context) (*pb.InfoResponse, error) {
 }
 
 // Run executes one program in a fresh workspace.
-func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error) {
+func (s *Server) Run(ctx context.Context, req core.Program) (*core.Result, error) {
 	t, err := s.Tool()
 	if err != nil {
 		return nil, s.unavailable(err)
 	}
 	// The adapter has checked the level's name (plugin.CheckRequest).
-	level, _ := isolation.Parse(req.GetLimits().GetIsolation())
+	level, _ := isolation.Parse(req.Limits.Isolation)
 	if err := s.sandbox().Available(level); err != nil {
 		return nil, plugin.Unavailable(fmt.Errorf("isolation %s: %w", level, err))
 	}
@@ -147,8 +148,8 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 		env = append(env, s.RT.Env(t, ws)...)
 	}
 	var ctxFile string
-	if req.GetContext() != nil {
-		p, err := writeContext(req.GetContext())
+	if req.Context != nil {
+		p, err := writeContext(req.Context)
 		if err != nil {
 			ws.Remove()
 			return nil, err
@@ -157,19 +158,19 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 		env = append(env, "RLM_CONTEXT_FILE="+p)
 		ctxFile = p
 	}
-	env, err = program.Environ(env, req.GetEnv())
+	env, err = program.Environ(env, req.Env)
 	if err != nil {
 		ws.Remove()
 		return nil, plugin.Invalid(err)
 	}
 	var inst *install.Outcome
 	ro := []string{}
-	if s.RT.Installer != nil && len(install.Normalize(req.GetRequirements())) > 0 {
-		if err := install.Validate(req.GetRequirements()); err != nil {
+	if s.RT.Installer != nil && len(install.Normalize(req.Requirements)) > 0 {
+		if err := install.Validate(req.Requirements); err != nil {
 			ws.Remove()
 			return nil, plugin.Invalid(err)
 		}
-		inst, err = s.RT.Installer(t).Ensure(ctx, req.GetRequirements(), req.GetInstall(), req.GetLimits())
+		inst, err = s.RT.Installer(t).Ensure(ctx, req.Requirements, installOptions(req.Install), req.Limits)
 		if err != nil {
 			ws.Remove()
 			return nil, err
@@ -202,10 +203,10 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 			ro = append(ro, argv[0]) // a compiled program (golang's cache)
 		}
 		sp = s.sandbox().Spawner(ctx, SandboxRun{
-			Spec:        NewSandboxSpec(level, req.GetLimits(), ReadOnlyPaths(t, append(ro, ctxFile)...)),
+			Spec:        NewSandboxSpec(level, req.Limits, ReadOnlyPaths(t, append(ro, ctxFile)...)),
 			Tool:        t,
-			Limits:      req.GetLimits(),
-			ReturnFiles: req.GetReturnFiles(),
+			Limits:      req.Limits,
+			ReturnFiles: req.ReturnFiles,
 			Shared:      inst == nil && ctxFile == "",
 		})
 	case s.RT.Spawner != nil:
@@ -215,8 +216,8 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 		Argv:    argv,
 		Dir:     ws.Dir,
 		Env:     env,
-		Stdin:   req.GetStdin(),
-		Limits:  req.GetLimits(),
+		Stdin:   req.Stdin,
+		Limits:  req.Limits,
 		Spawner: sp,
 	})
 	if err != nil {
@@ -232,11 +233,19 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 
 // ToolArgv runs the code file with the tool, the program's arguments after
 // it: `python3 main.py a b`.
-func ToolArgv(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string {
-	return append([]string{t.Exe, ws.CodePath}, pb.Strings(req.GetArgs())...)
+func ToolArgv(t toolpath.Tool, ws *program.Workspace, p core.Program) []string {
+	return append([]string{t.Exe, ws.CodePath}, p.Args...)
 }
 
-func writeContext(c *pb.Context) (string, error) {
+// installOptions is o, or the tools' defaults for nil.
+func installOptions(o *core.InstallOptions) core.InstallOptions {
+	if o == nil {
+		return core.InstallOptions{}
+	}
+	return *o
+}
+
+func writeContext(c *core.Context) (string, error) {
 	f, err := os.CreateTemp("", "rlm-context-")
 	if err != nil {
 		return "", err
@@ -248,7 +257,7 @@ func writeContext(c *pb.Context) (string, error) {
 		os.Remove(f.Name())
 		return "", err
 	}
-	if _, err := f.Write(c.GetData()); err != nil {
+	if _, err := f.Write(c.Data); err != nil {
 		os.Remove(f.Name())
 		return "", fmt.Errorf("writing context: %w", err)
 	}

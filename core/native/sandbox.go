@@ -2,10 +2,10 @@ package native
 
 import (
 	"context"
+	"github.com/rlmkit/rlm/core"
 
 	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
 )
 
@@ -33,7 +33,7 @@ type SandboxRun struct {
 	// warm sandboxes (internal/warm), which shows the host by the tool and
 	// applies the limits per run.
 	Tool        toolpath.Tool
-	Limits      *pb.Limits
+	Limits      core.Limits
 	ReturnFiles bool
 	// Shared is true when nothing in the sandbox is particular to this run
 	// (no installed requirements, no context file), so a warm sandbox
@@ -60,19 +60,19 @@ type SandboxSpec struct {
 
 // NewSandboxSpec is the sandbox a run at level with limits gets, showing
 // the host paths ro read-only.
-func NewSandboxSpec(level isolation.Level, l *pb.Limits, ro []string) SandboxSpec {
+func NewSandboxSpec(level isolation.Level, l core.Limits, ro []string) SandboxSpec {
 	return SandboxSpec{
 		Level:         level,
 		ReadOnlyPaths: ro,
-		MemoryBytes:   l.GetMemoryBytes(),
-		MaxProcesses:  l.GetMaxProcesses(),
-		CPUSeconds:    (l.GetCpuMs() + 999) / 1000,
-		DiskBytes:     l.GetMaxDiskBytes(),
+		MemoryBytes:   l.MemoryBytes,
+		MaxProcesses:  l.MaxProcesses,
+		CPUSeconds:    (l.CPU.Milliseconds() + 999) / 1000,
+		DiskBytes:     l.MaxDiskBytes,
 		// One file can never be larger than the whole directory; without a
 		// tmpfs (level process as non-root is refused DiskBytes) this is
 		// also what keeps a single huge file from filling the host disk.
-		FileSizeBytes: l.GetMaxDiskBytes(),
-		AllowNetwork:  l.GetAllowNetwork(),
+		FileSizeBytes: l.MaxDiskBytes,
+		AllowNetwork:  l.AllowNetwork,
 	}
 }
 

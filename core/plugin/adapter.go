@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
@@ -49,9 +50,9 @@ func (s *server) declared(ctx context.Context) *pb.InfoResponse {
 func (s *server) backendName(ctx context.Context) string { return s.declared(ctx).GetBackend() }
 
 // check is CheckRequest with the level names this runtime declares.
-func (s *server) check(ctx context.Context, env map[string][]byte, limits *pb.Limits) error {
+func (s *server) check(ctx context.Context, env map[string]string, l core.Limits) error {
 	info := s.declared(ctx)
-	return CheckRequest(env, limits, slices.Concat(info.GetIsolationLevels(), info.GetSessionIsolationLevels())...)
+	return CheckRequest(env, l.Isolation, slices.Concat(info.GetIsolationLevels(), info.GetSessionIsolationLevels())...)
 }
 
 func (s *server) Info(ctx context.Context, _ *pb.InfoRequest) (*pb.InfoResponse, error) {
@@ -69,20 +70,21 @@ func (s *server) Info(ctx context.Context, _ *pb.InfoRequest) (*pb.InfoResponse,
 }
 
 func (s *server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error) {
-	if err := s.check(ctx, req.GetEnv(), req.GetLimits()); err != nil {
+	p := core.ProgramFromProto(req)
+	if err := s.check(ctx, p.Env, p.Limits); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	res, err := s.rt.Run(ctx, req)
+	res, err := s.rt.Run(ctx, p)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	if res == nil {
 		return nil, status.Error(codes.Internal, "the runtime returned no result and no error")
 	}
-	if res.GetBackend() == "" {
+	if res.Backend == "" {
 		res.Backend = s.backendName(ctx)
 	}
-	return res, nil
+	return core.ResultProto(res), nil
 }
 
 func (s *server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
@@ -103,14 +105,15 @@ func (s *server) Session(stream pb.Runtime_SessionServer) error {
 		return err
 	}
 	ctx := stream.Context()
-	if err := s.check(ctx, open.GetEnv(), open.GetLimits()); err != nil {
+	opened := core.SessionFromProto(open)
+	if err := s.check(ctx, opened.Env, opened.Limits); err != nil {
 		return SendFatal(stream, err.Error())
 	}
-	if err := CheckContext(open.GetContext()); err != nil {
+	if err := CheckContext(opened.Context); err != nil {
 		return SendFatal(stream, err.Error())
 	}
 	start := time.Now()
-	sess, err := sr.OpenSession(ctx, open)
+	sess, err := sr.OpenSession(ctx, opened)
 	if err == nil && (sess == nil || sess.REPL == nil) {
 		err = errors.New("the runtime opened no session and gave no error")
 	}
@@ -126,9 +129,9 @@ func (s *server) Session(stream pb.Runtime_SessionServer) error {
 		return err
 	}
 	opts := sess.Options
-	opts.Backend, opts.Limits = backend, open.GetLimits()
+	opts.Backend, opts.Limits = backend, opened.Limits
 	if opts.Wall <= 0 {
-		opts.Wall = time.Duration(open.GetLimits().GetWallMs()) * time.Millisecond
+		opts.Wall = opts.Limits.Wall
 	}
 	return ServeSession(stream, sess.REPL, opts)
 }
@@ -139,11 +142,10 @@ func (s *server) Session(stream pb.Runtime_SessionServer) error {
 // runtime's own (declared: pyodide's wasm), or "" for the runtime's
 // default. A runtime may rely on both having passed. Whether a known level
 // can be had here is the runtime's to say, with its reason.
-func CheckRequest(env map[string][]byte, limits *pb.Limits, declared ...string) error {
+func CheckRequest(env map[string]string, level string, declared ...string) error {
 	if err := program.CheckEnv(env); err != nil {
 		return err
 	}
-	level := limits.GetIsolation()
 	if level == "" || slices.Contains(declared, level) {
 		return nil
 	}
@@ -153,20 +155,20 @@ func CheckRequest(env map[string][]byte, limits *pb.Limits, declared ...string) 
 
 // CheckContext checks a session's context: a known kind, and for kind json
 // a valid document, so that no interpreter starts only to fail on it.
-func CheckContext(c *pb.Context) error {
+func CheckContext(c *core.Context) error {
 	if c == nil {
 		return nil
 	}
-	switch c.GetKind() {
+	switch c.Kind {
 	case "", "text":
 		return nil
 	case "json":
-		if !json.Valid(c.GetData()) {
+		if !json.Valid(c.Data) {
 			return errors.New("the context is not valid JSON (kind json): pass it as text, or fix the document")
 		}
 		return nil
 	}
-	return fmt.Errorf("unknown context kind %q (want text or json)", c.GetKind())
+	return fmt.Errorf("unknown context kind %q (want text or json)", c.Kind)
 }
 
 // toStatus turns a runtime's error into the gRPC status the host expects:

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/internal/runtimetest"
@@ -19,7 +21,7 @@ import (
 // fakeRuntime is a plugin.Runtime whose Run and OpenSession are the test's;
 // it counts the runs that reached it.
 type fakeRuntime struct {
-	run   func(*pb.RunRequest) (*pb.Result, error)
+	run   func(core.Program) (*core.Result, error)
 	runs  int
 	check func(string) (bool, string, error)
 	// infoFails is how many Info calls fail before one answers.
@@ -36,9 +38,9 @@ func (f *fakeRuntime) Info(context.Context) (*pb.InfoResponse, error) {
 	return &pb.InfoResponse{Name: "fake", Backend: "fakebackend", Available: true}, nil
 }
 
-func (f *fakeRuntime) Run(_ context.Context, req *pb.RunRequest) (*pb.Result, error) {
+func (f *fakeRuntime) Run(_ context.Context, p core.Program) (*core.Result, error) {
 	f.runs++
-	return f.run(req)
+	return f.run(p)
 }
 
 func (f *fakeRuntime) Check(_ context.Context, code string) (bool, string, error) {
@@ -51,8 +53,8 @@ type sessionRuntime struct {
 	opened, closed int
 }
 
-func (s *sessionRuntime) OpenSession(_ context.Context, open *pb.OpenSession) (*plugin.Session, error) {
-	if strings.Contains(string(open.GetContext().GetData()), "fail") {
+func (s *sessionRuntime) OpenSession(_ context.Context, open core.SessionOptions) (*plugin.Session, error) {
+	if open.Context != nil && strings.Contains(string(open.Context.Data), "fail") {
 		return nil, errors.New("the interpreter would not start")
 	}
 	s.opened++
@@ -63,14 +65,14 @@ func (s *sessionRuntime) OpenSession(_ context.Context, open *pb.OpenSession) (*
 // echoREPL prints each cell's code back.
 type echoREPL struct{}
 
-func (echoREPL) Execute(_ context.Context, code string, _ time.Duration, _ plugin.CallbackFunc) (*pb.Result, error) {
-	return &pb.Result{Stdout: []byte(code), EndedBy: pb.EndedBy_EXIT}, nil
+func (echoREPL) Execute(_ context.Context, code string, _ time.Duration, _ plugin.CallbackFunc) (*core.Result, error) {
+	return &core.Result{Stdout: code, EndedBy: ending.Exit}, nil
 }
 func (echoREPL) Variable(context.Context, string) (bool, string, error) { return false, "", nil }
 func (echoREPL) Interrupt() error                                       { return nil }
 
 func TestAdapterChecksRequestsBeforeTheRuntime(t *testing.T) {
-	rt := &fakeRuntime{run: func(*pb.RunRequest) (*pb.Result, error) { return &pb.Result{}, nil }}
+	rt := &fakeRuntime{run: func(core.Program) (*core.Result, error) { return &core.Result{}, nil }}
 	srv := plugin.NewServer(rt)
 	for name, req := range map[string]*pb.RunRequest{
 		"env name with =": {Env: map[string][]byte{"A=B": []byte("x")}},
@@ -98,7 +100,7 @@ func TestAdapterCodesAndStamps(t *testing.T) {
 		{context.Canceled, codes.Canceled},
 		{status.Error(codes.Unimplemented, "no check"), codes.Unimplemented},
 	} {
-		srv := plugin.NewServer(&fakeRuntime{run: func(*pb.RunRequest) (*pb.Result, error) { return nil, c.err },
+		srv := plugin.NewServer(&fakeRuntime{run: func(core.Program) (*core.Result, error) { return nil, c.err },
 			check: func(string) (bool, string, error) { return false, "", c.err }})
 		_, err := srv.Run(context.Background(), &pb.RunRequest{})
 		if status.Code(err) != c.want || !strings.Contains(c.err.Error(), status.Convert(err).Message()) {
@@ -109,7 +111,7 @@ func TestAdapterCodesAndStamps(t *testing.T) {
 			t.Errorf("Check error %v: got %v, want %v", c.err, err, c.want)
 		}
 	}
-	srv := plugin.NewServer(&fakeRuntime{run: func(*pb.RunRequest) (*pb.Result, error) { return &pb.Result{Stdout: []byte("hi")}, nil },
+	srv := plugin.NewServer(&fakeRuntime{run: func(core.Program) (*core.Result, error) { return &core.Result{Stdout: "hi"}, nil },
 		check: func(code string) (bool, string, error) { return code == "ok", "line 1: " + code, nil }})
 	res, err := srv.Run(context.Background(), &pb.RunRequest{})
 	if err != nil || res.GetBackend() != "fakebackend" {
@@ -123,7 +125,7 @@ func TestAdapterCodesAndStamps(t *testing.T) {
 
 // The first Run asks Info twice (its level check, then the stamp); both fail.
 func TestAdapterAsksInfoUntilItAnswers(t *testing.T) {
-	rt := &fakeRuntime{infoFails: 2, run: func(*pb.RunRequest) (*pb.Result, error) { return &pb.Result{}, nil }}
+	rt := &fakeRuntime{infoFails: 2, run: func(core.Program) (*core.Result, error) { return &core.Result{}, nil }}
 	srv := plugin.NewServer(rt)
 	first, err := srv.Run(context.Background(), &pb.RunRequest{})
 	if err != nil || first.GetBackend() != "" {
@@ -136,7 +138,7 @@ func TestAdapterAsksInfoUntilItAnswers(t *testing.T) {
 }
 
 func TestAdapterKeepsTheHostsInfo(t *testing.T) {
-	rt := &fakeRuntime{run: func(*pb.RunRequest) (*pb.Result, error) { return &pb.Result{}, nil }}
+	rt := &fakeRuntime{run: func(core.Program) (*core.Result, error) { return &core.Result{}, nil }}
 	srv := plugin.NewServer(rt)
 	if _, err := srv.Info(context.Background(), &pb.InfoRequest{}); err != nil {
 		t.Fatal(err)
@@ -147,8 +149,33 @@ func TestAdapterKeepsTheHostsInfo(t *testing.T) {
 	}
 }
 
+// The runtime sees the request as core's Program and answers a core
+// Result; the adapter translates both ways (core/translate.go).
+func TestAdapterTranslates(t *testing.T) {
+	var got core.Program
+	srv := plugin.NewServer(&fakeRuntime{run: func(p core.Program) (*core.Result, error) {
+		got = p
+		return &core.Result{Stdout: "out", Duration: 2500 * time.Microsecond, EndedBy: ending.Timeout, ExitCode: -1}, nil
+	}})
+	res, err := srv.Run(context.Background(), &pb.RunRequest{Code: []byte("print(1)"), Args: pb.Bytes([]string{"a"}),
+		Env: map[string][]byte{"K": []byte("v")}, Limits: &pb.Limits{WallMs: 1500, Isolation: "process"},
+		Files: []*pb.File{{Path: "in.txt", Data: []byte("x"), Mode: 0o600}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Code != "print(1)" || len(got.Args) != 1 || got.Args[0] != "a" || got.Env["K"] != "v" ||
+		got.Limits.Wall != 1500*time.Millisecond || got.Limits.Isolation != "process" ||
+		len(got.Files) != 1 || got.Files[0].Mode != 0o600 {
+		t.Errorf("the runtime got %+v", got)
+	}
+	if string(res.GetStdout()) != "out" || res.GetEndedBy() != pb.EndedBy_TIMEOUT || res.GetExitCode() != -1 ||
+		res.GetDurationMs() != 2 || res.GetDurationUs() != 2500 || res.GetBackend() != "fakebackend" {
+		t.Errorf("the wire got %v", res)
+	}
+}
+
 func TestAdapterRefusesEmptyAnswers(t *testing.T) {
-	srv := plugin.NewServer(&fakeRuntime{run: func(*pb.RunRequest) (*pb.Result, error) { return nil, nil }})
+	srv := plugin.NewServer(&fakeRuntime{run: func(core.Program) (*core.Result, error) { return nil, nil }})
 	if _, err := srv.Run(context.Background(), &pb.RunRequest{}); status.Code(err) != codes.Internal {
 		t.Errorf("a run with no result and no error: %v, want Internal", err)
 	}
@@ -161,7 +188,7 @@ func TestAdapterRefusesEmptyAnswers(t *testing.T) {
 // nilSessions opens sessions as nil, a plugin's bug the adapter reports.
 type nilSessions struct{ fakeRuntime }
 
-func (*nilSessions) OpenSession(context.Context, *pb.OpenSession) (*plugin.Session, error) {
+func (*nilSessions) OpenSession(context.Context, core.SessionOptions) (*plugin.Session, error) {
 	return nil, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/rlmkit/rlm/core"
 	pb "github.com/rlmkit/rlm/core/proto"
 )
 
@@ -22,8 +23,10 @@ import (
 //     announces the session (Opened, with the start-up time it measured),
 //     serves the stream (ServeSession) and closes the session after.
 //
-// The requests and results are still the wire's messages (core/proto); a
-// runtime reads them through their getters.
+// Requests and results are core's types (core.Program, core.Result,
+// core.SessionOptions); the adapter translates the wire's messages with
+// core/translate.go, the one place that does, so a runtime never sees
+// core/proto except for its Info.
 type Runtime interface {
 	// Info says what the runtime is and whether it can run here. The host
 	// asks it when it starts the plugin, and the adapter keeps the first
@@ -31,8 +34,10 @@ type Runtime interface {
 	// it should answer at once (a missing tool is UnavailableReason, not an
 	// error).
 	Info(ctx context.Context) (*pb.InfoResponse, error)
-	// Run executes one program, already checked by CheckRequest.
-	Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error)
+	// Run executes one program, already checked by CheckRequest. Its
+	// Limits.Isolation is the level the host resolved ("" for the
+	// runtime's default).
+	Run(ctx context.Context, p core.Program) (*core.Result, error)
 	// Check validates code without running it: ok false with the
 	// checker's message for code that does not compile.
 	Check(ctx context.Context, code string) (ok bool, message string, err error)
@@ -44,7 +49,9 @@ type Sessions interface {
 	// OpenSession starts an interpreter for an open message the adapter
 	// has checked (environment, isolation level, context kind). Its error
 	// ends the session before it opened, its text shown to the user.
-	OpenSession(ctx context.Context, open *pb.OpenSession) (*Session, error)
+	// Bridges and ReturnFiles are the host's and arrive empty: a cell's
+	// model queries come to REPL.Execute's callback, its files per cell.
+	OpenSession(ctx context.Context, opts core.SessionOptions) (*Session, error)
 }
 
 // Session is a started REPL as the adapter serves it.

@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/defaults"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"google.golang.org/grpc/codes"
@@ -24,7 +26,7 @@ type CallbackFunc = func(ctx context.Context, cb *pb.Callback) ([]string, error)
 type REPL interface {
 	// Execute runs one cell. cb answers the cell's model queries over the
 	// stream; an error is only for a cell that could not be run at all.
-	Execute(ctx context.Context, code string, timeout time.Duration, cb CallbackFunc) (*pb.Result, error)
+	Execute(ctx context.Context, code string, timeout time.Duration, cb CallbackFunc) (*core.Result, error)
 	// Variable reads a global as JSON; found is false when it is not
 	// defined.
 	Variable(ctx context.Context, name string) (found bool, jsonValue string, err error)
@@ -53,7 +55,7 @@ type SessionOptions struct {
 	CreateAs func(create func() error) error
 	// Limits are the session's (from its open message): MaxFiles and
 	// MaxFileBytes bound the files a cell returns.
-	Limits *pb.Limits
+	Limits core.Limits
 }
 
 // ReceiveOpen reads a Session stream's first message, which must open it.
@@ -163,7 +165,7 @@ func (ss *sessionServer) handle(req *pb.SessionRequest) {
 		if files := ex.GetFiles(); len(files) > 0 {
 			err := errors.New("this runtime's sessions cannot take files")
 			if dir != "" {
-				err = program.PutFiles(dir, files, ss.opts.CreateAs)
+				err = program.PutFiles(dir, core.FilesFromProto(files), ss.opts.CreateAs)
 			}
 			if err != nil {
 				_ = ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Result{Result: &pb.CellResult{Id: ex.GetId(), FilesError: err.Error()}}})
@@ -175,20 +177,24 @@ func (ss *sessionServer) handle(req *pb.SessionRequest) {
 			s := program.TakeSnapshot(dir)
 			before = &s
 		}
-		res, err := ss.repl.Execute(ctx, string(ex.GetCode()), timeout, ss.callback)
+		cell, err := ss.repl.Execute(ctx, string(ex.GetCode()), timeout, ss.callback)
+		if err == nil && cell == nil {
+			err = errors.New("the runtime returned no result and no error")
+		}
 		if err != nil {
-			res = &pb.Result{ExitCode: -1, Error: err.Error(), EndedBy: pb.EndedBy_CRASHED}
+			cell = &core.Result{ExitCode: -1, Error: err.Error(), EndedBy: ending.Crashed}
+		}
+		cell.Backend = ss.opts.Backend
+		if cell.Isolation == "" {
+			cell.Isolation = ss.opts.Isolation
 		}
 		if before != nil {
 			// the directory again: a restarted sandbox works in a new copy
 			if dir = ss.dir(); dir != "" {
-				res.Files, res.FilesOmitted = before.Produced(dir, ss.opts.Limits)
+				cell.Files, cell.FilesOmitted = before.Produced(dir, ss.opts.Limits)
 			}
 		}
-		res.Backend = ss.opts.Backend
-		if res.Isolation == "" {
-			res.Isolation = ss.opts.Isolation
-		}
+		res := core.ResultProto(cell)
 		_ = ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Result{Result: &pb.CellResult{Id: ex.GetId(), Result: res}}})
 	case *pb.SessionRequest_GetVariable:
 		found, js, err := ss.repl.Variable(ctx, m.GetVariable.GetName())

@@ -1,7 +1,6 @@
 package program
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -13,12 +12,12 @@ import (
 // named) or a value holds NUL (no program can receive it). It is the one
 // check every runtime applies, to programs and to sessions alike; names
 // are checked in sorted order so the error is the same every time.
-func CheckEnv(env map[string][]byte) error {
+func CheckEnv(env map[string]string) error {
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf("env name %q is not valid: want a name without '=' or NUL", k)
 		}
-		if bytes.IndexByte(env[k], 0) >= 0 {
+		if strings.IndexByte(env[k], 0) >= 0 {
 			return fmt.Errorf("env %s: the value contains a NUL byte, which no program can receive", k)
 		}
 	}
@@ -26,12 +25,12 @@ func CheckEnv(env map[string][]byte) error {
 }
 
 // Environ is base followed by the request's variables, after CheckEnv.
-func Environ(base []string, env map[string][]byte) ([]string, error) {
+func Environ(base []string, env map[string]string) ([]string, error) {
 	if err := CheckEnv(env); err != nil {
 		return nil, err
 	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		base = append(base, k+"="+string(env[k]))
+		base = append(base, k+"="+env[k])
 	}
 	return base, nil
 }

@@ -8,14 +8,14 @@ import (
 
 func TestCheckEnv(t *testing.T) {
 	for _, tc := range []struct {
-		env  map[string][]byte
+		env  map[string]string
 		want string // "" = accepted
 	}{
-		{map[string][]byte{"A": []byte("1"), "B_2": []byte("x y")}, ""},
-		{map[string][]byte{"": []byte("1")}, `env name "" is not valid`},
-		{map[string][]byte{"A=B": []byte("1")}, `env name "A=B" is not valid`},
-		{map[string][]byte{"A\x00": []byte("1")}, `env name "A\x00" is not valid`},
-		{map[string][]byte{"A": []byte("1\x002")}, "env A: the value contains a NUL byte"},
+		{map[string]string{"A": "1", "B_2": "x y"}, ""},
+		{map[string]string{"": "1"}, `env name "" is not valid`},
+		{map[string]string{"A=B": "1"}, `env name "A=B" is not valid`},
+		{map[string]string{"A\x00": "1"}, `env name "A\x00" is not valid`},
+		{map[string]string{"A": "1\x002"}, "env A: the value contains a NUL byte"},
 	} {
 		err := CheckEnv(tc.env)
 		if tc.want == "" {
@@ -28,7 +28,7 @@ func TestCheckEnv(t *testing.T) {
 			t.Errorf("%q: got %v, want %q", tc.env, err, tc.want)
 		}
 	}
-	got, err := Environ([]string{"PATH=/bin"}, map[string][]byte{"B": []byte("2"), "A": []byte("1")})
+	got, err := Environ([]string{"PATH=/bin"}, map[string]string{"B": "2", "A": "1"})
 	if err != nil || !slices.Equal(got, []string{"PATH=/bin", "A=1", "B=2"}) {
 		t.Fatalf("Environ: %q, %v", got, err)
 	}

@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rlmkit/rlm/core"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,7 +31,6 @@ import (
 
 	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/ending"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/internal/capbuf"
 	"github.com/rlmkit/rlm/internal/proctree"
 )
@@ -53,23 +53,23 @@ type Workspace struct {
 	CodePath string // absolute path of the code file
 	codeName string
 	before   snapshot
-	req      *pb.RunRequest
+	prog     core.Program
 }
 
-// NewWorkspace creates a private directory holding the request's files and
+// NewWorkspace creates a private directory holding the program's files and
 // its code as codeName (for example "main.py").
-func NewWorkspace(req *pb.RunRequest, codeName string) (*Workspace, error) {
+func NewWorkspace(p core.Program, codeName string) (*Workspace, error) {
 	dir, err := os.MkdirTemp("", "rlm-run-")
 	if err != nil {
 		return nil, fmt.Errorf("creating the working directory: %w", err)
 	}
-	w := &Workspace{Dir: dir, codeName: codeName, req: req}
+	w := &Workspace{Dir: dir, codeName: codeName, prog: p}
 	w.CodePath = filepath.Join(dir, codeName)
-	if err := os.WriteFile(w.CodePath, req.GetCode(), 0o644); err != nil {
+	if err := os.WriteFile(w.CodePath, []byte(p.Code), 0o644); err != nil {
 		w.Remove()
 		return nil, err
 	}
-	if err := WriteFiles(dir, req.GetFiles()); err != nil {
+	if err := WriteFiles(dir, p.Files); err != nil {
 		w.Remove()
 		return nil, err
 	}
@@ -84,12 +84,12 @@ func (w *Workspace) Remove() {
 
 // Finish collects produced files into res when the request asked for them,
 // then removes the workspace.
-func (w *Workspace) Finish(res *pb.Result) {
+func (w *Workspace) Finish(res *core.Result) {
 	defer w.Remove()
-	if !w.req.GetReturnFiles() {
+	if !w.prog.ReturnFiles {
 		return
 	}
-	res.Files, res.FilesOmitted = produced(w.Dir, w.before, map[string]bool{w.codeName: true}, w.req.GetLimits())
+	res.Files, res.FilesOmitted = produced(w.Dir, w.before, map[string]bool{w.codeName: true}, w.prog.Limits)
 }
 
 // BaseEnv is the scrubbed environment programs start from: enough to find
@@ -113,8 +113,8 @@ type Command struct {
 	Dir    string
 	Env    []string // complete environment
 	Stdin  []byte
-	Limits *pb.Limits
-	// Wall overrides Limits.WallMs (e.g. a build step's own limit).
+	Limits core.Limits
+	// Wall overrides Limits.Wall (e.g. a build step's own limit).
 	Wall time.Duration
 	// Spawner starts the process; nil starts it with os/exec. The python
 	// plugin's fork server is one; an isolation layer is another.
@@ -194,15 +194,15 @@ func (p *execProcess) Wait() (Exit, error) {
 // Exec runs cmd to completion and reports how it ended. Errors starting the
 // process (missing interpreter) come back as an error; everything the
 // program itself does comes back in the Result.
-func Exec(ctx context.Context, c Command) (*pb.Result, error) {
+func Exec(ctx context.Context, c Command) (*core.Result, error) {
 	wall := c.Wall
 	if wall <= 0 {
-		wall = time.Duration(c.Limits.GetWallMs()) * time.Millisecond
+		wall = c.Limits.Wall
 	}
 	if wall <= 0 {
 		wall = defaults.Timeout
 	}
-	maxOut := c.Limits.GetMaxOutputBytes()
+	maxOut := c.Limits.MaxOutputBytes
 	stdout, stderr := capbuf.New(maxOut), capbuf.New(maxOut)
 	flood := max(int64(floodMin), floodFactor*max(maxOut, capbuf.DefaultMax))
 	sp := c.Spawner
@@ -323,16 +323,16 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 		inW.Close()
 	}
 
-	res := &pb.Result{
-		Stdout:          stdout.Bytes(),
-		Stderr:          stderr.Bytes(),
+	res := &core.Result{
+		Stdout:          string(stdout.Bytes()),
+		Stderr:          string(stderr.Bytes()),
 		StdoutOmitted:   stdout.Omitted(),
 		StderrOmitted:   stderr.Omitted(),
 		DurationMs:      dur.Milliseconds(),
-		DurationUs:      dur.Microseconds(),
+		Duration:        dur,
 		Backend:         "native",
 		Isolation:       "none",
-		ExitCode:        int32(exit.Code),
+		ExitCode:        exit.Code,
 		MemoryUsedBytes: exit.PeakMemoryBytes,
 	}
 	if exit.Isolation != "" {
@@ -340,7 +340,7 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 	}
 	if exit.Signal != 0 {
 		res.Signal = signalName(exit.Signal)
-		res.ExitCode = 128 + int32(exit.Signal)
+		res.ExitCode = 128 + int(exit.Signal)
 	}
 	if waitErr != nil {
 		res.Error = waitErr.Error()
@@ -357,7 +357,7 @@ func Exec(ctx context.Context, c Command) (*pb.Result, error) {
 			why = ending.Signal
 		}
 	}
-	res.EndedBy = why.Proto()
+	res.EndedBy = why
 	switch why {
 	case ending.Timeout:
 		res.Error = fmt.Sprintf("timed out after %s", wall)

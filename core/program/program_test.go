@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 )
 
-func bash(t *testing.T, script string, l *pb.Limits) *pb.Result {
+func bash(t *testing.T, script string, l core.Limits) *core.Result {
 	t.Helper()
 	res, err := Exec(context.Background(), Command{Argv: []string{"bash", "-c", script}, Env: BaseEnv(t.TempDir()), Limits: l})
 	if err != nil {
@@ -21,20 +22,20 @@ func bash(t *testing.T, script string, l *pb.Limits) *pb.Result {
 }
 
 func TestExitCodeSignalAndOutput(t *testing.T) {
-	r := bash(t, "echo out; echo err >&2; exit 7", nil)
-	if r.ExitCode != 7 || string(r.Stdout) != "out\n" || string(r.Stderr) != "err\n" || r.EndedBy != pb.EndedBy_EXIT {
+	r := bash(t, "echo out; echo err >&2; exit 7", core.Limits{})
+	if r.ExitCode != 7 || r.Stdout != "out\n" || r.Stderr != "err\n" || r.EndedBy != ending.Exit {
 		t.Fatalf("%+v", r)
 	}
-	r = bash(t, "kill -TERM $$", nil)
-	if r.Signal != "SIGTERM" || r.ExitCode != 128+15 || r.EndedBy != pb.EndedBy_SIGNAL {
+	r = bash(t, "kill -TERM $$", core.Limits{})
+	if r.Signal != "SIGTERM" || r.ExitCode != 128+15 || r.EndedBy != ending.Signal {
 		t.Fatalf("%+v", r)
 	}
 }
 
 func TestTimeoutKillsTheGroupWithoutWaitingForBackgroundChildren(t *testing.T) {
 	start := time.Now()
-	r := bash(t, "sleep 300 & sleep 300", &pb.Limits{WallMs: 300})
-	if r.EndedBy != pb.EndedBy_TIMEOUT || !strings.Contains(r.Error, "timed out") {
+	r := bash(t, "sleep 300 & sleep 300", core.Limits{Wall: 300 * time.Millisecond})
+	if r.EndedBy != ending.Timeout || !strings.Contains(r.Error, "timed out") {
 		t.Fatalf("%+v", r)
 	}
 	if d := time.Since(start); d > 10*time.Second {
@@ -45,8 +46,8 @@ func TestTimeoutKillsTheGroupWithoutWaitingForBackgroundChildren(t *testing.T) {
 func TestBackgroundChildDoesNotHoldTheResult(t *testing.T) {
 	// The main process exits at once; its child keeps stdout open.
 	start := time.Now()
-	r := bash(t, "sleep 300 & echo done", &pb.Limits{WallMs: 60_000})
-	if string(r.Stdout) != "done\n" || r.EndedBy != pb.EndedBy_EXIT {
+	r := bash(t, "sleep 300 & echo done", core.Limits{Wall: 60 * time.Second})
+	if r.Stdout != "done\n" || r.EndedBy != ending.Exit {
 		t.Fatalf("%+v", r)
 	}
 	if d := time.Since(start); d > 10*time.Second {
@@ -56,11 +57,11 @@ func TestBackgroundChildDoesNotHoldTheResult(t *testing.T) {
 
 func TestStdinAndFlood(t *testing.T) {
 	res, err := Exec(context.Background(), Command{Argv: []string{"cat"}, Env: BaseEnv(t.TempDir()), Stdin: []byte("hello")})
-	if err != nil || string(res.Stdout) != "hello" {
+	if err != nil || res.Stdout != "hello" {
 		t.Fatalf("%v %+v", err, res)
 	}
-	r := bash(t, "yes", &pb.Limits{MaxOutputBytes: 1000, WallMs: 60_000})
-	if r.EndedBy != pb.EndedBy_OUTPUT_LIMIT || len(r.Stdout) > 1100 || r.StdoutOmitted == 0 {
+	r := bash(t, "yes", core.Limits{MaxOutputBytes: 1000, Wall: 60 * time.Second})
+	if r.EndedBy != ending.OutputLimit || len(r.Stdout) > 1100 || r.StdoutOmitted == 0 {
 		t.Fatalf("ended %v stdout %d omitted %d", r.EndedBy, len(r.Stdout), r.StdoutOmitted)
 	}
 }
@@ -86,9 +87,9 @@ func TestCleanName(t *testing.T) {
 }
 
 func TestWorkspaceFilesInAndOut(t *testing.T) {
-	req := &pb.RunRequest{
-		Code:        []byte("code"),
-		Files:       []*pb.File{{Path: "in/data.txt", Data: []byte("abc")}, {Path: "keep.txt", Data: []byte("same")}},
+	req := core.Program{
+		Code:        "code",
+		Files:       []core.File{{Path: "in/data.txt", Data: []byte("abc")}, {Path: "keep.txt", Data: []byte("same")}},
 		ReturnFiles: true,
 	}
 	ws, err := NewWorkspace(req, "main.sh")
@@ -101,7 +102,7 @@ func TestWorkspaceFilesInAndOut(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "out/deep"), 0o755)
 	os.WriteFile(filepath.Join(dir, "out/deep/new.txt"), []byte("new"), 0o644)
 	os.Symlink("/etc/passwd", filepath.Join(dir, "link"))
-	res := &pb.Result{}
+	res := &core.Result{}
 	ws.Finish(res)
 	got := map[string]string{}
 	for _, f := range res.Files {
@@ -117,13 +118,13 @@ func TestWorkspaceFilesInAndOut(t *testing.T) {
 }
 
 func TestWorkspaceRefusesEscapes(t *testing.T) {
-	for _, files := range [][]*pb.File{
+	for _, files := range [][]core.File{
 		{{Path: "../escape", Data: []byte("x")}},
 		{{Path: "/abs", Data: []byte("x")}},
 		{{Path: "main.py", Data: []byte("clash")}},
 		{{Path: "a.txt"}, {Path: "a.txt"}},
 	} {
-		if ws, err := NewWorkspace(&pb.RunRequest{Files: files}, "main.py"); err == nil {
+		if ws, err := NewWorkspace(core.Program{Files: files}, "main.py"); err == nil {
 			ws.Remove()
 			t.Errorf("%v accepted", files)
 		}
@@ -131,7 +132,7 @@ func TestWorkspaceRefusesEscapes(t *testing.T) {
 }
 
 func TestProducedFilesAreBounded(t *testing.T) {
-	req := &pb.RunRequest{ReturnFiles: true, Limits: &pb.Limits{MaxFiles: 2, MaxFileBytes: 10}}
+	req := core.Program{ReturnFiles: true, Limits: core.Limits{MaxFiles: 2, MaxFileBytes: 10}}
 	ws, err := NewWorkspace(req, "main.sh")
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +141,7 @@ func TestProducedFilesAreBounded(t *testing.T) {
 		os.WriteFile(filepath.Join(ws.Dir, n), []byte("x"), 0o644)
 	}
 	os.WriteFile(filepath.Join(ws.Dir, "big"), make([]byte, 11), 0o644)
-	res := &pb.Result{}
+	res := &core.Result{}
 	ws.Finish(res)
 	if len(res.Files) != 2 || !res.FilesOmitted {
 		t.Fatalf("files %d omitted %v", len(res.Files), res.FilesOmitted)

@@ -5,13 +5,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/rlmkit/rlm/core"
 	"io/fs"
 	"os"
 	"path"
 	"strings"
 	"syscall"
-
-	pb "github.com/rlmkit/rlm/core/proto"
 )
 
 // PutFiles writes files into dir, a working directory a program may be
@@ -30,7 +29,7 @@ import (
 // takes only entries of its own user's); nil runs them as this process.
 //
 // Files are written in order; on an error the earlier ones stay.
-func PutFiles(dir string, files []*pb.File, createAs func(create func() error) error) error {
+func PutFiles(dir string, files []core.File, createAs func(create func() error) error) error {
 	if createAs == nil {
 		createAs = func(create func() error) error { return create() }
 	}
@@ -42,7 +41,7 @@ func PutFiles(dir string, files []*pb.File, createAs func(create func() error) e
 	for _, f := range files {
 		if err := putFile(root, f, createAs); err != nil {
 			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-				return fmt.Errorf("file %q: the working directory is full (its disk limit is reached); the file was not written", f.GetPath())
+				return fmt.Errorf("file %q: the working directory is full (its disk limit is reached); the file was not written", f.Path)
 			}
 			return err
 		}
@@ -50,15 +49,15 @@ func PutFiles(dir string, files []*pb.File, createAs func(create func() error) e
 	return nil
 }
 
-func putFile(root *os.Root, f *pb.File, createAs func(func() error) error) error {
-	name, err := CleanName(f.GetPath())
+func putFile(root *os.Root, f core.File, createAs func(func() error) error) error {
+	name, err := CleanName(f.Path)
 	if err != nil {
 		return err
 	}
 	fail := func(format string, args ...any) error {
-		return fmt.Errorf("file %q: %s", f.GetPath(), fmt.Sprintf(format, args...))
+		return fmt.Errorf("file %q: %s", f.Path, fmt.Sprintf(format, args...))
 	}
-	failErr := func(err error) error { return fmt.Errorf("file %q: %w", f.GetPath(), err) }
+	failErr := func(err error) error { return fmt.Errorf("file %q: %w", f.Path, err) }
 	parts := strings.Split(name, "/")
 	cur := ""
 	for _, part := range parts[:len(parts)-1] {
@@ -85,7 +84,7 @@ func putFile(root *os.Root, f *pb.File, createAs func(func() error) error) error
 			return fail("it is a directory in the working directory")
 		}
 	}
-	mode := fs.FileMode(f.GetMode() & 0o777)
+	mode := f.Mode.Perm()
 	if mode == 0 {
 		mode = 0o644
 	}
@@ -100,7 +99,7 @@ func putFile(root *os.Root, f *pb.File, createAs func(func() error) error) error
 	if err != nil {
 		return failErr(err)
 	}
-	_, err = fh.Write(f.GetData())
+	_, err = fh.Write(f.Data)
 	if cerr := fh.Close(); err == nil {
 		err = cerr
 	}

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core"
 )
 
 func TestPutFilesWritesAndReplaces(t *testing.T) {
 	dir := t.TempDir()
-	if err := PutFiles(dir, []*pb.File{{Path: "a.txt", Data: []byte("one")}, {Path: "d/e/b.bin", Data: []byte{0, 1}, Mode: 0o600}}, nil); err != nil {
+	if err := PutFiles(dir, []core.File{{Path: "a.txt", Data: []byte("one")}, {Path: "d/e/b.bin", Data: []byte{0, 1}, Mode: 0o600}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// a second upload replaces, through a hard link too without writing the
@@ -20,7 +20,7 @@ func TestPutFilesWritesAndReplaces(t *testing.T) {
 	if err := os.Link(filepath.Join(dir, "a.txt"), filepath.Join(dir, "other.txt")); err != nil {
 		t.Fatal(err)
 	}
-	if err := PutFiles(dir, []*pb.File{{Path: "./a.txt", Data: []byte("two")}}, nil); err != nil {
+	if err := PutFiles(dir, []core.File{{Path: "./a.txt", Data: []byte("two")}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{"a.txt": "two", "other.txt": "one", "d/e/b.bin": "\x00\x01"} {
@@ -48,14 +48,14 @@ func TestPutFilesCreatesThroughCreateAs(t *testing.T) {
 		n++
 		return create()
 	}
-	if err := PutFiles(dir, []*pb.File{{Path: "d/e/f", Data: []byte("x")}, {Path: "d/g", Data: []byte("y")}}, as); err != nil {
+	if err := PutFiles(dir, []core.File{{Path: "d/e/f", Data: []byte("x")}, {Path: "d/g", Data: []byte("y")}}, as); err != nil {
 		t.Fatal(err)
 	}
 	if n != 6 { // d, d/e, then a temporary file and its rename for each
 		t.Fatalf("createAs ran %d times, want 6", n)
 	}
 	refuse := func(func() error) error { return os.ErrPermission }
-	if err := PutFiles(dir, []*pb.File{{Path: "h", Data: []byte("x")}}, refuse); err == nil {
+	if err := PutFiles(dir, []core.File{{Path: "h", Data: []byte("x")}}, refuse); err == nil {
 		t.Fatal("a refused create was not an error")
 	}
 }
@@ -80,7 +80,7 @@ func TestPutFilesRefusesEscapes(t *testing.T) {
 		{"in", "is a directory"},
 		{"plain/f", "plain is not a directory"},
 	} {
-		err := PutFiles(dir, []*pb.File{{Path: c.name, Data: []byte("x")}}, nil)
+		err := PutFiles(dir, []core.File{{Path: c.name, Data: []byte("x")}}, nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.name, err, c.want)
 		}
@@ -100,7 +100,7 @@ func TestSnapshotProduced(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "n"), 0o755)
 	os.WriteFile(filepath.Join(dir, "n/new.txt"), []byte("new"), 0o644)
 	os.Symlink("/etc/passwd", filepath.Join(dir, "link"))
-	files, omitted := snap.Produced(dir, nil)
+	files, omitted := snap.Produced(dir, core.Limits{})
 	got := map[string]string{}
 	for _, f := range files {
 		got[f.Path] = f.Change + ":" + string(f.Data)
@@ -108,7 +108,7 @@ func TestSnapshotProduced(t *testing.T) {
 	if omitted || len(got) != 2 || got["old.txt"] != "modified:ab" || got["n/new.txt"] != "created:new" {
 		t.Fatalf("files %v omitted %v", got, omitted)
 	}
-	if files, omitted := snap.Produced(dir, &pb.Limits{MaxFiles: 1}); len(files) != 1 || !omitted {
+	if files, omitted := snap.Produced(dir, core.Limits{MaxFiles: 1}); len(files) != 1 || !omitted {
 		t.Fatalf("bounded: %d files, omitted %v", len(files), omitted)
 	}
 }

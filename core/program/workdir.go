@@ -3,6 +3,7 @@ package program
 import (
 	"errors"
 	"fmt"
+	"github.com/rlmkit/rlm/core"
 	"io/fs"
 	"os"
 	"path"
@@ -10,8 +11,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	pb "github.com/rlmkit/rlm/core/proto"
 )
 
 // CleanName validates a request's file name and returns it in clean,
@@ -43,33 +42,33 @@ func CleanName(name string) (string, error) {
 // WriteFiles puts the request's files into dir. Parent directories are
 // created as needed; a name whose parent is not a plain directory (say, a
 // symlink planted by an earlier file) is refused.
-func WriteFiles(dir string, files []*pb.File) error {
+func WriteFiles(dir string, files []core.File) error {
 	for _, f := range files {
-		name, err := CleanName(f.GetPath())
+		name, err := CleanName(f.Path)
 		if err != nil {
 			return err
 		}
 		full := filepath.Join(dir, filepath.FromSlash(name))
 		if err := mkdirNoSymlink(dir, filepath.Dir(full)); err != nil {
-			return fmt.Errorf("file %q: %w", f.GetPath(), err)
+			return fmt.Errorf("file %q: %w", f.Path, err)
 		}
-		mode := fs.FileMode(f.GetMode() & 0o777)
+		mode := f.Mode.Perm()
 		if mode == 0 {
 			mode = 0o644
 		}
 		fh, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, mode)
 		if err != nil {
 			if errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("file %q is given twice or clashes with the program file", f.GetPath())
+				return fmt.Errorf("file %q is given twice or clashes with the program file", f.Path)
 			}
-			return fmt.Errorf("file %q: %w", f.GetPath(), err)
+			return fmt.Errorf("file %q: %w", f.Path, err)
 		}
-		_, err = fh.Write(f.GetData())
+		_, err = fh.Write(f.Data)
 		if cerr := fh.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return fmt.Errorf("file %q: %w", f.GetPath(), err)
+			return fmt.Errorf("file %q: %w", f.Path, err)
 		}
 	}
 	return nil
@@ -140,17 +139,17 @@ func TakeSnapshot(dir string) Snapshot { return Snapshot{takeSnapshot(dir)} }
 // omitted says some were left out. dir is normally the directory the
 // snapshot was taken of (a sandbox that moved a session's working directory
 // to a fresh copy passes the copy).
-func (s Snapshot) Produced(dir string, l *pb.Limits) (files []*pb.File, omitted bool) {
+func (s Snapshot) Produced(dir string, l core.Limits) (files []core.File, omitted bool) {
 	return produced(dir, s.files, nil, l)
 }
 
 // produced is collect within l's bounds.
-func produced(dir string, before snapshot, skip map[string]bool, l *pb.Limits) ([]*pb.File, bool) {
-	maxFiles := int(l.GetMaxFiles())
+func produced(dir string, before snapshot, skip map[string]bool, l core.Limits) ([]core.File, bool) {
+	maxFiles := int(l.MaxFiles)
 	if maxFiles <= 0 {
 		maxFiles = DefaultMaxFiles
 	}
-	maxFile := l.GetMaxFileBytes()
+	maxFile := l.MaxFileBytes
 	if maxFile <= 0 {
 		maxFile = DefaultMaxFile
 	}
@@ -161,7 +160,7 @@ func produced(dir string, before snapshot, skip map[string]bool, l *pb.Limits) (
 // skipping the names in skip. Symlinks are never followed or returned. At
 // most maxFiles files and maxBytes bytes in all come back, each file at most
 // maxFile bytes; the rest sets omitted.
-func collect(dir string, before snapshot, skip map[string]bool, maxFiles int, maxFile, maxBytes int64) (files []*pb.File, omitted bool) {
+func collect(dir string, before snapshot, skip map[string]bool, maxFiles int, maxFile, maxBytes int64) (files []core.File, omitted bool) {
 	type cand struct {
 		rel    string
 		size   int64
@@ -203,7 +202,7 @@ func collect(dir string, before snapshot, skip map[string]bool, maxFiles int, ma
 			continue
 		}
 		total += int64(len(data))
-		files = append(files, &pb.File{Path: c.rel, Data: data, Size: int64(len(data)), Change: c.change})
+		files = append(files, core.File{Path: c.rel, Data: data, Size: int64(len(data)), Change: c.change})
 	}
 	return files, omitted
 }

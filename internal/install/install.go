@@ -28,6 +28,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,7 +37,6 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 )
 
 // DefaultTimeout bounds an installation when the request sets no
@@ -50,7 +51,7 @@ type Installer struct {
 	Version string
 	// Command returns the command that installs reqs into dir (an empty
 	// directory the installer may fill as it likes).
-	Command func(dir string, reqs []string, opt *pb.InstallOptions) []string
+	Command func(dir string, reqs []string, opt core.InstallOptions) []string
 	// Env is the installer's complete environment.
 	Env []string
 }
@@ -64,7 +65,7 @@ type Outcome struct {
 	Duration time.Duration
 	// Failed, when not nil, is the result to return instead of running the
 	// program: ended_by INSTALL_FAILED with the installer's output.
-	Failed *pb.Result
+	Failed *core.Result
 }
 
 // Root is the directory all requirement sets live under.
@@ -105,7 +106,7 @@ func Validate(reqs []string) error {
 }
 
 // Key is the cache key of a set.
-func (in *Installer) Key(reqs []string, opt *pb.InstallOptions) string {
+func (in *Installer) Key(reqs []string, opt core.InstallOptions) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "rlm-requirements-v1\x00%s\x00%s\x00", in.Runtime, in.Version)
 	for _, r := range Normalize(reqs) {
@@ -116,8 +117,8 @@ func (in *Installer) Key(reqs []string, opt *pb.InstallOptions) string {
 			}
 		}
 	}
-	fmt.Fprintf(h, "index=%s\x00no_index=%t\x00npm=%s\x00", opt.GetIndexUrl(), opt.GetNoIndex(), opt.GetNpmRegistry())
-	for _, l := range opt.GetFindLinks() {
+	fmt.Fprintf(h, "index=%s\x00no_index=%t\x00npm=%s\x00", opt.IndexURL, opt.NoIndex, opt.NPMRegistry)
+	for _, l := range opt.FindLinks {
 		fmt.Fprintf(h, "find_links=%s\x00", l)
 		if filepath.IsAbs(l) {
 			// A wheel added to a local directory changes its mtime.
@@ -132,7 +133,7 @@ func (in *Installer) Key(reqs []string, opt *pb.InstallOptions) string {
 // Ensure returns the directory holding reqs installed, installing them
 // first unless an earlier run did. limits supplies install_timeout_ms and
 // the output cap for the installer's messages.
-func (in *Installer) Ensure(ctx context.Context, reqs []string, opt *pb.InstallOptions, limits *pb.Limits) (*Outcome, error) {
+func (in *Installer) Ensure(ctx context.Context, reqs []string, opt core.InstallOptions, limits core.Limits) (*Outcome, error) {
 	start := time.Now()
 	if err := Validate(reqs); err != nil {
 		return nil, err
@@ -151,7 +152,7 @@ func (in *Installer) Ensure(ctx context.Context, reqs []string, opt *pb.InstallO
 		return &Outcome{Dir: final, Cached: true, Duration: time.Since(start)}, nil
 	}
 
-	timeout := time.Duration(limits.GetInstallTimeoutMs()) * time.Millisecond
+	timeout := limits.InstallTimeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
@@ -189,12 +190,12 @@ func (in *Installer) Ensure(ctx context.Context, reqs []string, opt *pb.InstallO
 	if err != nil {
 		return nil, fmt.Errorf("running the %s installer: %w", in.Runtime, err)
 	}
-	if res.GetEndedBy() != pb.EndedBy_EXIT || res.GetExitCode() != 0 {
+	if res.EndedBy != ending.Exit || res.ExitCode != 0 {
 		why := fmt.Sprintf("installing requirements (%s) failed", strings.Join(reqs, ", "))
-		switch res.GetEndedBy() {
-		case pb.EndedBy_TIMEOUT:
+		switch res.EndedBy {
+		case ending.Timeout:
 			why = fmt.Sprintf("installing requirements (%s) timed out after %s; raise install_timeout_ms (rlm exec --install-timeout)", strings.Join(reqs, ", "), timeout)
-		case pb.EndedBy_CANCELLED:
+		case ending.Cancelled:
 			why = "installing requirements was cancelled"
 		}
 		return &Outcome{Duration: time.Since(start), Failed: failure(res, why)}, nil
@@ -212,18 +213,18 @@ func (in *Installer) Ensure(ctx context.Context, reqs []string, opt *pb.InstallO
 
 // failure builds the result of a failed install: the installer's stdout and
 // stderr both go to stderr, and the program does not run.
-func failure(inst *pb.Result, why string) *pb.Result {
-	r := &pb.Result{
-		EndedBy:  pb.EndedBy_INSTALL_FAILED,
+func failure(inst *core.Result, why string) *core.Result {
+	r := &core.Result{
+		EndedBy:  ending.InstallFailed,
 		ExitCode: 1,
 		Error:    why,
 		Backend:  "native",
 	}
 	if inst != nil {
-		r.Stderr = append(append([]byte{}, inst.GetStdout()...), inst.GetStderr()...)
-		r.StderrOmitted = inst.GetStdoutOmitted() + inst.GetStderrOmitted()
-		if inst.GetExitCode() > 0 && inst.GetEndedBy() == pb.EndedBy_EXIT {
-			r.ExitCode = inst.GetExitCode()
+		r.Stderr = inst.Stdout + inst.Stderr
+		r.StderrOmitted = inst.StdoutOmitted + inst.StderrOmitted
+		if inst.ExitCode > 0 && inst.EndedBy == ending.Exit {
+			r.ExitCode = inst.ExitCode
 		}
 	}
 	return r

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 )
 
 // fake is an installer whose "install" is a shell script: it appends a line
@@ -22,7 +23,7 @@ func fake(t *testing.T, body string) (*Installer, string) {
 	return &Installer{
 		Runtime: "fake",
 		Version: "fake 1.0",
-		Command: func(dir string, reqs []string, _ *pb.InstallOptions) []string {
+		Command: func(dir string, reqs []string, _ core.InstallOptions) []string {
 			return []string{"/bin/sh", "-c", "echo run >> " + count + "; " + body, "sh", dir, strings.Join(reqs, ",")}
 		},
 		Env: BaseEnv(),
@@ -42,18 +43,18 @@ func runs(t *testing.T, count string) int {
 
 func TestKeyNormalizesTheSet(t *testing.T) {
 	in := &Installer{Runtime: "python", Version: "Python 3.11.7"}
-	a := in.Key([]string{"b", "a"}, nil)
-	if b := in.Key([]string{" a", "b", "a", ""}, nil); a != b {
+	a := in.Key([]string{"b", "a"}, core.InstallOptions{})
+	if b := in.Key([]string{" a", "b", "a", ""}, core.InstallOptions{}); a != b {
 		t.Errorf("order, blanks and repeats changed the key: %s != %s", a, b)
 	}
-	if b := in.Key([]string{"a", "b"}, &pb.InstallOptions{IndexUrl: "http://mirror"}); a == b {
+	if b := in.Key([]string{"a", "b"}, core.InstallOptions{IndexURL: "http://mirror"}); a == b {
 		t.Error("the index URL does not change the key")
 	}
-	if b := in.Key([]string{"a", "b"}, &pb.InstallOptions{FindLinks: []string{"/w"}, NoIndex: true}); a == b {
+	if b := in.Key([]string{"a", "b"}, core.InstallOptions{FindLinks: []string{"/w"}, NoIndex: true}); a == b {
 		t.Error("find-links/no-index do not change the key")
 	}
 	other := &Installer{Runtime: "python", Version: "Python 3.12.1"}
-	if b := other.Key([]string{"a", "b"}, nil); a == b {
+	if b := other.Key([]string{"a", "b"}, core.InstallOptions{}); a == b {
 		t.Error("the runtime version does not change the key")
 	}
 }
@@ -68,7 +69,7 @@ func TestEnsureInstallsOnceUnderConcurrency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			outs[i], errs[i] = in.Ensure(context.Background(), []string{"b", "a"}, nil, nil)
+			outs[i], errs[i] = in.Ensure(context.Background(), []string{"b", "a"}, core.InstallOptions{}, core.Limits{})
 		}()
 	}
 	wg.Wait()
@@ -78,7 +79,7 @@ func TestEnsureInstallsOnceUnderConcurrency(t *testing.T) {
 			t.Fatal(errs[i])
 		}
 		if outs[i].Failed != nil {
-			t.Fatalf("install failed: %s %s", outs[i].Failed.GetError(), outs[i].Failed.GetStderr())
+			t.Fatalf("install failed: %s %s", outs[i].Failed.Error, outs[i].Failed.Stderr)
 		}
 		if !outs[i].Cached {
 			fresh++
@@ -103,11 +104,11 @@ func TestEnsureInstallsOnceUnderConcurrency(t *testing.T) {
 	}
 
 	// The same set in another order is the cached one; a new set installs.
-	o, err := in.Ensure(context.Background(), []string{"a", "b", "a"}, nil, nil)
+	o, err := in.Ensure(context.Background(), []string{"a", "b", "a"}, core.InstallOptions{}, core.Limits{})
 	if err != nil || !o.Cached || o.Dir != outs[0].Dir {
 		t.Errorf("repeated set: cached=%v dir=%s err=%v", o.Cached, o.Dir, err)
 	}
-	if o, err = in.Ensure(context.Background(), []string{"c"}, nil, nil); err != nil || o.Cached {
+	if o, err = in.Ensure(context.Background(), []string{"c"}, core.InstallOptions{}, core.Limits{}); err != nil || o.Cached {
 		t.Errorf("new set: cached=%v err=%v", o.Cached, err)
 	}
 	if got := runs(t, count); got != 2 {
@@ -118,7 +119,7 @@ func TestEnsureInstallsOnceUnderConcurrency(t *testing.T) {
 func TestEnsureFailureIsReportedAndNotCached(t *testing.T) {
 	in, count := fake(t, `echo "collecting $2"; echo "ERROR: no such package $2" >&2; exit 3`)
 	for i := 1; i <= 2; i++ {
-		o, err := in.Ensure(context.Background(), []string{"nothere"}, nil, nil)
+		o, err := in.Ensure(context.Background(), []string{"nothere"}, core.InstallOptions{}, core.Limits{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,16 +127,16 @@ func TestEnsureFailureIsReportedAndNotCached(t *testing.T) {
 		if f == nil {
 			t.Fatal("a failed install was reported as success")
 		}
-		if f.GetEndedBy() != pb.EndedBy_INSTALL_FAILED || f.GetExitCode() != 3 {
-			t.Errorf("ended_by %v exit %d, want INSTALL_FAILED and the installer's 3", f.GetEndedBy(), f.GetExitCode())
+		if f.EndedBy != ending.InstallFailed || f.ExitCode != 3 {
+			t.Errorf("ended_by %v exit %d, want INSTALL_FAILED and the installer's 3", f.EndedBy, f.ExitCode)
 		}
 		for _, want := range []string{"collecting nothere", "ERROR: no such package nothere"} {
-			if !strings.Contains(string(f.GetStderr()), want) {
-				t.Errorf("stderr %q lacks %q", f.GetStderr(), want)
+			if !strings.Contains(f.Stderr, want) {
+				t.Errorf("stderr %q lacks %q", f.Stderr, want)
 			}
 		}
-		if !strings.Contains(f.GetError(), "nothere") {
-			t.Errorf("error %q does not name the requirement", f.GetError())
+		if !strings.Contains(f.Error, "nothere") {
+			t.Errorf("error %q does not name the requirement", f.Error)
 		}
 		if got := runs(t, count); got != i {
 			t.Errorf("after %d calls the installer ran %d times: a failure was cached", i, got)
@@ -152,15 +153,15 @@ func TestEnsureFailureIsReportedAndNotCached(t *testing.T) {
 
 func TestEnsureHasItsOwnTimeout(t *testing.T) {
 	in, _ := fake(t, `sleep 30`)
-	o, err := in.Ensure(context.Background(), []string{"slow"}, nil, &pb.Limits{InstallTimeoutMs: 200, WallMs: 60_000})
+	o, err := in.Ensure(context.Background(), []string{"slow"}, core.InstallOptions{}, core.Limits{InstallTimeout: 200 * time.Millisecond, Wall: 60 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Failed == nil || o.Failed.GetEndedBy() != pb.EndedBy_INSTALL_FAILED {
+	if o.Failed == nil || o.Failed.EndedBy != ending.InstallFailed {
 		t.Fatalf("want INSTALL_FAILED, got %+v", o.Failed)
 	}
-	if !strings.Contains(o.Failed.GetError(), "timed out after 200ms") {
-		t.Errorf("error %q does not say the install timed out", o.Failed.GetError())
+	if !strings.Contains(o.Failed.Error, "timed out after 200ms") {
+		t.Errorf("error %q does not say the install timed out", o.Failed.Error)
 	}
 }
 
@@ -174,7 +175,7 @@ func TestValidateRefusesOptions(t *testing.T) {
 		t.Errorf("valid requirements refused: %v", err)
 	}
 	in, count := fake(t, `mkdir -p "$1/x"`)
-	if _, err := in.Ensure(context.Background(), []string{"--target=/"}, nil, nil); err == nil || runs(t, count) != 0 {
+	if _, err := in.Ensure(context.Background(), []string{"--target=/"}, core.InstallOptions{}, core.Limits{}); err == nil || runs(t, count) != 0 {
 		t.Errorf("Ensure ran the installer with an option as a requirement: %v", err)
 	}
 }
@@ -182,7 +183,7 @@ func TestValidateRefusesOptions(t *testing.T) {
 func TestKeyFollowsLocalFiles(t *testing.T) {
 	in := &Installer{Runtime: "python", Version: "Python 3.11.7"}
 	dir := t.TempDir()
-	opt := &pb.InstallOptions{FindLinks: []string{dir}, NoIndex: true}
+	opt := core.InstallOptions{FindLinks: []string{dir}, NoIndex: true}
 	before := in.Key([]string{"pkg"}, opt)
 	wheel := filepath.Join(dir, "pkg-0.2-py3-none-any.whl")
 	if err := os.WriteFile(wheel, []byte("x"), 0o644); err != nil {
@@ -194,9 +195,9 @@ func TestKeyFollowsLocalFiles(t *testing.T) {
 	if in.Key([]string{"pkg"}, opt) == before {
 		t.Error("adding a wheel to the find-links directory kept the key")
 	}
-	k1 := in.Key([]string{wheel}, nil)
+	k1 := in.Key([]string{wheel}, core.InstallOptions{})
 	_ = os.WriteFile(wheel, []byte("rebuilt"), 0o644)
-	if in.Key([]string{wheel}, nil) == k1 {
+	if in.Key([]string{wheel}, core.InstallOptions{}) == k1 {
 		t.Error("rebuilding a local requirement kept the key")
 	}
 }

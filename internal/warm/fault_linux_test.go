@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 )
 
 // TestKilledSandboxIsReplaced: the worker (then bwrap) of the pool's only
@@ -19,14 +20,14 @@ func TestKilledSandboxIsReplaced(t *testing.T) {
 	p := newPool(t, ModePython, 1, 0)
 	for i, victim := range []string{"worker", "bwrap"} {
 		mark := strconv.Itoa(os.Getpid()) + "7" + strconv.Itoa(i)
-		running := make(chan *pb.Result, 1)
+		running := make(chan *core.Result, 1)
 		go func() {
 			running <- runArgs(t, context.Background(), p, "import os\nos.execv('/usr/bin/sleep', ['sleep', '31337"+mark+"'])")
 		}()
 		for hostProcs("31337"+mark) == 0 {
 			time.Sleep(10 * time.Millisecond)
 		}
-		queued := make(chan *pb.Result, 1)
+		queued := make(chan *core.Result, 1)
 		go func() { queued <- runArgs(t, context.Background(), p, "print('queued ran')") }()
 		bw, wk := p.Sandboxes()
 		pid := wk[0]
@@ -37,11 +38,11 @@ func TestKilledSandboxIsReplaced(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := <-running
-		if r.EndedBy != pb.EndedBy_CRASHED {
+		if r.EndedBy != ending.Crashed {
 			t.Fatalf("%s killed: the running request ended by %s (%q), want crashed", victim, r.EndedBy, r.Error)
 		}
 		q := <-queued
-		if string(q.Stdout) != "queued ran\n" || q.EndedBy != pb.EndedBy_EXIT {
+		if q.Stdout != "queued ran\n" || q.EndedBy != ending.Exit {
 			t.Fatalf("%s killed: the queued request: %q %s %q", victim, q.Stdout, q.EndedBy, q.Error)
 		}
 		for hostProcs("31337"+mark) != 0 {

@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 )
 
 // probe is python shared by the leaking request and the one that looks:
@@ -91,19 +92,19 @@ const look = probe + `
 print(json.dumps(view()))
 `
 
-func views(t *testing.T, r *pb.Result) map[string]bool {
+func views(t *testing.T, r *core.Result) map[string]bool {
 	t.Helper()
 	var v map[string]bool
-	if err := json.Unmarshal(r.Stdout, &v); err != nil || len(v) < 10 {
+	if err := json.Unmarshal([]byte(r.Stdout), &v); err != nil || len(v) < 10 {
 		t.Fatalf("no view: %v\nstdout %q\nstderr %q\nended %s", err, r.Stdout, r.Stderr, r.EndedBy)
 	}
 	return v
 }
 
-func runArgs(t testing.TB, ctx context.Context, p *Pool, code string, args ...string) *pb.Result {
+func runArgs(t testing.TB, ctx context.Context, p *Pool, code string, args ...string) *core.Result {
 	t.Helper()
-	l := &pb.Limits{Isolation: "namespace", MemoryBytes: 256 << 20, MaxProcesses: 64, WallMs: 120000}
-	req := &pb.RunRequest{Code: []byte(code), Limits: l}
+	l := core.Limits{Isolation: "namespace", MemoryBytes: 256 << 20, MaxProcesses: 64, Wall: 120 * time.Second}
+	req := core.Program{Code: code, Limits: l}
 	ws, err := program.NewWorkspace(req, "main.py")
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +158,7 @@ func TestFreshAcrossConcurrentRequests(t *testing.T) {
 	p := newPool(t, ModePython, 2, 0)
 	mark := strconv.Itoa(os.Getpid()) + "1"
 	ctx, cancel := context.WithCancel(context.Background())
-	var a *pb.Result
+	var a *core.Result
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -175,7 +176,7 @@ func TestFreshAcrossConcurrentRequests(t *testing.T) {
 			t.Errorf("positive control: the holding request does not see its own %s", k)
 		}
 	}
-	if a.EndedBy != pb.EndedBy_CANCELLED {
+	if a.EndedBy != ending.Cancelled {
 		t.Errorf("the holding request ended by %s, want cancelled", a.EndedBy)
 	}
 	for k, seen := range views(t, b) {

@@ -15,27 +15,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 )
 
 // soakKind is one kind of program the soak test sends, in python, bash and
 // node, with the ending it must get.
 type soakKind struct {
-	name         string
-	py, sh, js   string
-	want         pb.EndedBy
-	stdout       string // exact stdout for a run that exits
-	wall, output int64
+	name       string
+	py, sh, js string
+	want       ending.Reason
+	stdout     string // exact stdout for a run that exits
+	wall       time.Duration
+	output     int64
 }
 
 var soakKinds = []soakKind{
-	{name: "trivial", py: "print(%d)", sh: "echo %d", js: "console.log(%d)", want: pb.EndedBy_EXIT, stdout: "%d\n"},
-	{name: "crash", py: "print(%d)\nraise SystemExit(3)", sh: "echo %d; exit 3", js: "console.log(%d); process.exit(3)", want: pb.EndedBy_EXIT, stdout: "%d\n"},
-	{name: "timeout", py: "import time\nprint(%d, flush=True)\ntime.sleep(600)", sh: "echo %d; sleep 600", js: "console.log(%d); setTimeout(() => {}, 600000)", want: pb.EndedBy_TIMEOUT, wall: 1000},
-	{name: "forkbomb", py: "import os\nprint(%d, flush=True)\nwhile True:\n    os.fork()", sh: "echo %d; sleep 1.5 & t=$!; b() { b | b & }; (b) & wait $t; exit 1", js: "const cp = require('child_process'); console.log(%d); for (;;) { try { cp.execSync('sleep 100 >/dev/null 2>&1 &') } catch (e) { process.exit(1) } }", want: pb.EndedBy_PROCESS_LIMIT},
-	{name: "membomb", py: "print(%d, flush=True)\nx = bytearray(1 << 30)\nx[::4096] = b'x' * len(x[::4096])", sh: "echo %d; x=y; while :; do x=$x$x; done", js: "console.log(%d); const a = []; for (;;) a.push(Buffer.alloc(1 << 24, 1))", want: pb.EndedBy_MEMORY_LIMIT},
-	{name: "flood", py: "import os\nprint(%d, flush=True)\nb = b'x' * 65536\nwhile True: os.write(1, b)", sh: "echo %d; yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", js: "const fs = require('fs'); console.log(%d); const b = 'x'.repeat(65536); for (;;) { try { fs.writeSync(1, b) } catch (e) {} }", want: pb.EndedBy_OUTPUT_LIMIT, output: 1024},
+	{name: "trivial", py: "print(%d)", sh: "echo %d", js: "console.log(%d)", want: ending.Exit, stdout: "%d\n"},
+	{name: "crash", py: "print(%d)\nraise SystemExit(3)", sh: "echo %d; exit 3", js: "console.log(%d); process.exit(3)", want: ending.Exit, stdout: "%d\n"},
+	{name: "timeout", py: "import time\nprint(%d, flush=True)\ntime.sleep(600)", sh: "echo %d; sleep 600", js: "console.log(%d); setTimeout(() => {}, 600000)", want: ending.Timeout, wall: time.Second},
+	{name: "forkbomb", py: "import os\nprint(%d, flush=True)\nwhile True:\n    os.fork()", sh: "echo %d; sleep 1.5 & t=$!; b() { b | b & }; (b) & wait $t; exit 1", js: "const cp = require('child_process'); console.log(%d); for (;;) { try { cp.execSync('sleep 100 >/dev/null 2>&1 &') } catch (e) { process.exit(1) } }", want: ending.ProcessLimit},
+	{name: "membomb", py: "print(%d, flush=True)\nx = bytearray(1 << 30)\nx[::4096] = b'x' * len(x[::4096])", sh: "echo %d; x=y; while :; do x=$x$x; done", js: "console.log(%d); const a = []; for (;;) a.push(Buffer.alloc(1 << 24, 1))", want: ending.MemoryLimit},
+	{name: "flood", py: "import os\nprint(%d, flush=True)\nb = b'x' * 65536\nwhile True: os.write(1, b)", sh: "echo %d; yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", js: "const fs = require('fs'); console.log(%d); const b = 'x'.repeat(65536); for (;;) { try { fs.writeSync(1, b) } catch (e) {} }", want: ending.OutputLimit, output: 1024},
 }
 
 // TestSoak sends RLM_SOAK_N requests (500 by default, 200 with -short;
@@ -64,7 +66,7 @@ func TestSoak(t *testing.T) {
 		kind soakKind
 		mode Mode
 		lang string
-		res  *pb.Result
+		res  *core.Result
 	}
 	results := make([]outcome, n)
 	var next sync.Mutex
@@ -142,7 +144,7 @@ func TestSoak(t *testing.T) {
 		if o.res == nil {
 			t.Fatalf("request %d lost", k)
 		}
-		if o.res.EndedBy == pb.EndedBy_CRASHED {
+		if o.res.EndedBy == ending.Crashed {
 			crashed++
 			continue
 		}
@@ -150,7 +152,7 @@ func TestSoak(t *testing.T) {
 			t.Errorf("request %d (%s, %s): ended by %s, want %s; stdout %q stderr %q", k, o.kind.name, o.lang, o.res.EndedBy, o.kind.want, tail(o.res.Stdout), tail(o.res.Stderr))
 			continue
 		}
-		if !strings.HasPrefix(string(o.res.Stdout), fmt.Sprintf("%d\n", k)) {
+		if !strings.HasPrefix(o.res.Stdout, fmt.Sprintf("%d\n", k)) {
 			t.Errorf("request %d (%s, %s): stdout %q does not start with its own number", k, o.kind.name, o.lang, tail(o.res.Stdout))
 		}
 	}
@@ -167,10 +169,10 @@ func TestSoak(t *testing.T) {
 	checkNoLeaks(t)
 }
 
-func soakRun(t *testing.T, p *Pool, kind soakKind, k int, lang, node string) *pb.Result {
-	l := &pb.Limits{Isolation: "namespace", MemoryBytes: 128 << 20, MaxProcesses: 32, WallMs: 60000, MaxOutputBytes: kind.output}
+func soakRun(t *testing.T, p *Pool, kind soakKind, k int, lang, node string) *core.Result {
+	l := core.Limits{Isolation: "namespace", MemoryBytes: 128 << 20, MaxProcesses: 32, Wall: 60 * time.Second, MaxOutputBytes: kind.output}
 	if kind.wall > 0 {
-		l.WallMs = kind.wall
+		l.Wall = kind.wall
 	}
 	code, name, interp := kind.py, "main.py", p.cfg.Python
 	switch lang {
@@ -179,7 +181,7 @@ func soakRun(t *testing.T, p *Pool, kind soakKind, k int, lang, node string) *pb
 	case "node":
 		code, name, interp = kind.js, "main.js", node
 	}
-	req := &pb.RunRequest{Code: []byte(fmt.Sprintf(code, k)), Limits: l}
+	req := core.Program{Code: fmt.Sprintf(code, k), Limits: l}
 	ws, err := program.NewWorkspace(req, name)
 	if err != nil {
 		t.Error(err)
@@ -193,7 +195,7 @@ func soakRun(t *testing.T, p *Pool, kind soakKind, k int, lang, node string) *pb
 	if err != nil {
 		// A sandbox killed between taking it and starting the run: the
 		// request was never started, and says so.
-		return &pb.Result{EndedBy: pb.EndedBy_CRASHED, Error: err.Error()}
+		return &core.Result{EndedBy: ending.Crashed, Error: err.Error()}
 	}
 	return res
 }

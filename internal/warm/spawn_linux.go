@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rlmkit/rlm/core"
 	"io"
 	"io/fs"
 	"net"
@@ -19,13 +20,12 @@ import (
 
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/internal/isolate"
 )
 
 // Run describes one request for Spawner.
 type Run struct {
-	Limits *pb.Limits
+	Limits core.Limits
 	// ReturnFiles says whether produced files are wanted: only then do they
 	// cross back from the sandbox.
 	ReturnFiles bool
@@ -97,11 +97,11 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 	if err != nil {
 		return nil, err
 	}
-	pids := l.GetMaxProcesses()
+	pids := l.MaxProcesses
 	if pids > hostPidsHeld {
 		pids -= hostPidsHeld
 	}
-	cg := isolate.NewCgroups(isolate.Spec{MemoryBytes: l.GetMemoryBytes(), MaxProcesses: pids})
+	cg := isolate.NewCgroups(isolate.Spec{MemoryBytes: l.MemoryBytes, MaxProcesses: pids})
 	ok := false
 	defer func() {
 		if !ok {
@@ -122,10 +122,10 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 		}
 	}
 	for _, r := range isolate.Rlimits(isolate.Spec{
-		CPUSeconds:    (l.GetCpuMs() + 999) / 1000,
-		FileSizeBytes: l.GetMaxDiskBytes(),
-		MaxProcesses:  l.GetMaxProcesses(),
-		MemoryBytes:   l.GetMemoryBytes(),
+		CPUSeconds:    (l.CPU.Milliseconds() + 999) / 1000,
+		FileSizeBytes: l.MaxDiskBytes,
+		MaxProcesses:  l.MaxProcesses,
+		MemoryBytes:   l.MemoryBytes,
 	}, cg.Memory(), cg.Pids()) {
 		h.Rlimits = append(h.Rlimits, [3]uint64{uint64(r.Resource), r.Cur, r.Max})
 	}
@@ -383,11 +383,11 @@ func (p *process) files() error {
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].rel < cands[j].rel })
 	l := p.s.run.Limits
-	maxFiles := int(l.GetMaxFiles())
+	maxFiles := int(l.MaxFiles)
 	if maxFiles <= 0 {
 		maxFiles = program.DefaultMaxFiles
 	}
-	maxFile := l.GetMaxFileBytes()
+	maxFile := l.MaxFileBytes
 	if maxFile <= 0 {
 		maxFile = program.DefaultMaxFile
 	}

@@ -4,9 +4,9 @@ package warm
 
 import (
 	"context"
+	"github.com/rlmkit/rlm/core"
 
 	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 )
 
 // Pool is never usable outside Linux, where internal/isolate runs nothing.
@@ -14,7 +14,7 @@ type Pool struct{}
 
 // Run describes one request for Spawner.
 type Run struct {
-	Limits      *pb.Limits
+	Limits      core.Limits
 	ReturnFiles bool
 	Fallback    program.Spawner
 }

@@ -27,6 +27,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 	"go/parser"
 	"go/token"
 	"os"
@@ -42,7 +44,6 @@ import (
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/native/inproc"
 	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
 )
 
@@ -113,14 +114,14 @@ func buildEnv() []string {
 
 // build compiles the workspace's main.go unless its binary is cached. A
 // non-nil result is a failed build, returned instead of running.
-func build(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest, _ []string) (*pb.Result, error) {
-	bin := BinaryPath(t, string(req.GetCode()))
+func build(ctx context.Context, t toolpath.Tool, ws *program.Workspace, p core.Program, _ []string) (*core.Result, error) {
+	bin := BinaryPath(t, p.Code)
 	if st, err := os.Stat(bin); err == nil && st.Mode().IsRegular() {
 		now := time.Now()
 		_ = os.Chtimes(bin, now, now) // recently used: kept by sweep
 		return nil, nil
 	}
-	if res := checkPackage(string(req.GetCode())); res != nil {
+	if res := checkPackage(p.Code); res != nil {
 		return res, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
@@ -133,7 +134,7 @@ func build(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.
 	// rename it into place; the last rename wins with identical content.
 	tmp := fmt.Sprintf("%s.tmp-%d-%d", bin, os.Getpid(), time.Now().UnixNano())
 	defer os.Remove(tmp)
-	wall := time.Duration(req.GetLimits().GetInstallTimeoutMs()) * time.Millisecond
+	wall := p.Limits.InstallTimeout
 	if wall <= 0 {
 		wall = DefaultBuildTimeout
 	}
@@ -141,13 +142,13 @@ func build(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.
 		Argv:   []string{t.Exe, "build", "-trimpath", "-o", tmp, filepath.Base(ws.CodePath)},
 		Dir:    ws.Dir,
 		Env:    buildEnv(),
-		Limits: req.GetLimits(),
+		Limits: p.Limits,
 		Wall:   wall,
 	})
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "running the Go compiler: %v", err)
 	}
-	if res.GetEndedBy() == pb.EndedBy_EXIT && res.GetExitCode() == 0 {
+	if res.EndedBy == ending.Exit && res.ExitCode == 0 {
 		if err := os.Rename(tmp, bin); err != nil {
 			return nil, status.Errorf(codes.Internal, "caching the Go binary: %v", err)
 		}
@@ -157,12 +158,12 @@ func build(ctx context.Context, t toolpath.Tool, ws *program.Workspace, req *pb.
 	// The program never ran: the compiler (trusted, and unsandboxed) did,
 	// so the result claims no level; the host reports the requested one.
 	res.Isolation = ""
-	switch res.GetEndedBy() {
-	case pb.EndedBy_TIMEOUT:
+	switch res.EndedBy {
+	case ending.Timeout:
 		res.Error = fmt.Sprintf("compilation timed out after %s; raise install_timeout_ms (rlm exec --install-timeout)", wall)
-	case pb.EndedBy_EXIT:
+	case ending.Exit:
 		res.Error = "compilation failed"
-		if strings.Contains(string(res.GetStderr()), "expected 'package'") {
+		if strings.Contains(res.Stderr, "expected 'package'") {
 			res.Error = "compilation failed: the code must start with `package main` and define func main"
 		}
 	}
@@ -191,16 +192,16 @@ func sweep(dir string, cutoff time.Time) {
 // checkPackage refuses code that parses but is not package main: go build
 // would quietly compile such a package into an archive that cannot run.
 // Code that does not parse is left to the compiler, whose message is better.
-func checkPackage(code string) *pb.Result {
+func checkPackage(code string) *core.Result {
 	f, err := parser.ParseFile(token.NewFileSet(), "main.go", code, parser.PackageClauseOnly)
 	if err != nil || f.Name.Name == "main" {
 		return nil
 	}
 	msg := fmt.Sprintf("main.go: package %s is not a main package: the code must say `package main` and define func main (rlm adds no boilerplate)\n", f.Name.Name)
-	return &pb.Result{
-		Stderr:   []byte(msg),
+	return &core.Result{
+		Stderr:   msg,
 		ExitCode: 1,
-		EndedBy:  pb.EndedBy_EXIT,
+		EndedBy:  ending.Exit,
 		Error:    "compilation failed: not package main",
 	}
 }
@@ -214,8 +215,8 @@ var Runtime = &native.Runtime{
 	Tool:     "go",
 	Probe:    Probe,
 	Prepare:  build,
-	Argv: func(t toolpath.Tool, ws *program.Workspace, req *pb.RunRequest) []string {
-		return append([]string{BinaryPath(t, string(req.GetCode()))}, pb.Strings(req.GetArgs())...)
+	Argv: func(t toolpath.Tool, ws *program.Workspace, p core.Program) []string {
+		return append([]string{BinaryPath(t, p.Code)}, p.Args...)
 	},
 	Sandbox:      &inproc.Sandbox{},
 	Capabilities: []string{"program", "check", "files"},

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/toolpath"
 )
 
@@ -29,14 +29,14 @@ func TestBinaryPathIsKeyedByToolchainAndCode(t *testing.T) {
 
 func TestCheckPackage(t *testing.T) {
 	if r := checkPackage("package main\nfunc main() {}\n"); r != nil {
-		t.Errorf("package main refused: %s", r.GetStderr())
+		t.Errorf("package main refused: %s", r.Stderr)
 	}
 	if r := checkPackage("func main() {}"); r != nil {
 		t.Error("unparsable code must be left to the compiler's message")
 	}
 	r := checkPackage("// doc\npackage tools\n")
-	if r == nil || r.GetExitCode() != 1 || r.GetEndedBy() != pb.EndedBy_EXIT ||
-		!strings.Contains(string(r.GetStderr()), "package tools is not a main package") {
+	if r == nil || r.ExitCode != 1 || r.EndedBy != ending.Exit ||
+		!strings.Contains(r.Stderr, "package tools is not a main package") {
 		t.Errorf("package tools: %v", r)
 	}
 }

@@ -3,6 +3,7 @@
 package node
 
 import (
+	"github.com/rlmkit/rlm/core"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +11,6 @@ import (
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/native/inproc"
 	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
 	"github.com/rlmkit/rlm/internal/install"
 	"github.com/rlmkit/rlm/internal/warm"
@@ -21,11 +21,11 @@ var Probe = toolpath.VersionLine("--version")
 
 // NpmCommand is the installer's command line: npm installs reqs into
 // dir/node_modules, quietly and without audit or funding requests.
-func NpmCommand(npm string) func(dir string, reqs []string, opt *pb.InstallOptions) []string {
-	return func(dir string, reqs []string, opt *pb.InstallOptions) []string {
+func NpmCommand(npm string) func(dir string, reqs []string, opt core.InstallOptions) []string {
+	return func(dir string, reqs []string, opt core.InstallOptions) []string {
 		argv := []string{npm, "install", "--no-audit", "--no-fund", "--no-save",
 			"--no-update-notifier", "--loglevel=error", "--prefix", dir}
-		if r := opt.GetNpmRegistry(); r != "" {
+		if r := opt.NPMRegistry; r != "" {
 			argv = append(argv, "--registry", r)
 		}
 		return append(argv, reqs...)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
@@ -59,12 +60,12 @@ func (s *Server) Info(ctx context.Context) (*pb.InfoResponse, error) {
 }
 
 // Run executes one program in a fresh workspace mounted at /app.
-func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error) {
+func (s *Server) Run(ctx context.Context, p core.Program) (*core.Result, error) {
 	rn, err := s.get(ctx)
 	if err != nil {
 		return nil, plugin.Unavailable(err)
 	}
-	if len(req.GetRequirements()) > 0 {
+	if len(p.Requirements) > 0 {
 		return nil, plugin.Invalid(errors.New("the pyodide backend cannot install requirements (no network, no pip): use -b native"))
 	}
 	dir, err := os.MkdirTemp("", "rlm-wasm-")
@@ -72,20 +73,20 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	if err := program.WriteFiles(dir, req.GetFiles()); err != nil {
+	if err := program.WriteFiles(dir, p.Files); err != nil {
 		return nil, plugin.Invalid(err)
 	}
-	l := req.GetLimits()
+	l := p.Limits
 	res, err := rn.Run(ctx, RunSpec{
-		Code: string(req.GetCode()), Workspace: dir, Args: pb.Strings(req.GetArgs()), Env: pb.EnvStrings(req.GetEnv()), Stdin: req.GetStdin(),
-		Fuel: l.GetFuel(), Timeout: time.Duration(l.GetWallMs()) * time.Millisecond,
-		MemoryBytes: memoryLimit(l.GetMemoryBytes()), MaxOutputBytes: int(l.GetMaxOutputBytes()),
+		Code: p.Code, Workspace: dir, Args: p.Args, Env: p.Env, Stdin: p.Stdin,
+		Fuel: l.Fuel, Timeout: l.Wall,
+		MemoryBytes: memoryLimit(l.MemoryBytes), MaxOutputBytes: int(l.MaxOutputBytes),
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := toProto(res)
-	if req.GetReturnFiles() {
+	out := toCore(res)
+	if p.ReturnFiles {
 		for _, list := range []struct {
 			names  []string
 			change string
@@ -96,7 +97,7 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 					out.FilesOmitted = true
 					continue
 				}
-				out.Files = append(out.Files, &pb.File{Path: n, Data: b, Size: int64(len(b)), Change: list.change})
+				out.Files = append(out.Files, core.File{Path: n, Data: b, Size: int64(len(b)), Change: list.change})
 			}
 		}
 	}
@@ -108,17 +109,17 @@ func (s *Server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 // answered over the stream (core/plugin's adapter serves it). Limits from
 // open hold for every cell: fuel and output per cell, memory for the
 // session.
-func (s *Server) OpenSession(ctx context.Context, open *pb.OpenSession) (*plugin.Session, error) {
+func (s *Server) OpenSession(ctx context.Context, open core.SessionOptions) (*plugin.Session, error) {
 	rn, err := s.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	l := open.GetLimits()
-	spec := SessionSpec{Env: pb.EnvStrings(open.GetEnv()), MemoryBytes: memoryLimit(l.GetMemoryBytes())}
-	if c := open.GetContext(); c != nil {
+	l := open.Limits
+	spec := SessionSpec{Env: open.Env, MemoryBytes: memoryLimit(l.MemoryBytes)}
+	if c := open.Context; c != nil {
 		// The adapter has checked the kind and, for json, the document.
-		spec.ContextJSON = c.GetKind() == "json"
-		spec.Context = c.GetData()
+		spec.ContextJSON = c.Kind == "json"
+		spec.Context = c.Data
 		if spec.Context == nil {
 			spec.Context = []byte{}
 		}
@@ -129,7 +130,7 @@ func (s *Server) OpenSession(ctx context.Context, open *pb.OpenSession) (*plugin
 	}
 	version, _ := rn.RuntimeVersion(ctx)
 	return &plugin.Session{
-		REPL:           &sessionREPL{s: sess, fuel: l.GetFuel(), maxOutput: int(l.GetMaxOutputBytes())},
+		REPL:           &sessionREPL{s: sess, fuel: l.Fuel, maxOutput: int(l.MaxOutputBytes)},
 		RuntimeVersion: version,
 		// The guest sees this host directory itself, at /app.
 		Options: plugin.SessionOptions{Isolation: "wasm", Dir: sess.WorkspacePath},
@@ -144,12 +145,12 @@ type sessionREPL struct {
 	maxOutput int
 }
 
-func (a *sessionREPL) Execute(ctx context.Context, code string, timeout time.Duration, cb plugin.CallbackFunc) (*pb.Result, error) {
+func (a *sessionREPL) Execute(ctx context.Context, code string, timeout time.Duration, cb plugin.CallbackFunc) (*core.Result, error) {
 	res, err := a.s.Execute(ctx, CellSpec{Code: code, Fuel: a.fuel, Timeout: timeout, MaxOutputBytes: a.maxOutput, Callback: cb})
 	if err != nil {
 		return nil, err
 	}
-	return toProto(res), nil
+	return toCore(res), nil
 }
 
 // Variable answers as the native REPL does: a value JSON cannot encode
@@ -190,11 +191,12 @@ func memoryLimit(n int64) uint64 {
 	return uint64(n)
 }
 
-func toProto(r *Result) *pb.Result {
-	out := &pb.Result{
-		Stdout: r.Stdout, Stderr: r.Stderr, StdoutOmitted: r.StdoutOmitted, StderrOmitted: r.StderrOmitted,
-		ExitCode: int32(r.ExitCode), DurationMs: int64(r.DurationMS), DurationUs: int64(r.DurationMS * 1000),
-		EndedBy: r.EndedBy.Proto(), StateLost: r.StateLost, FuelConsumed: r.FuelConsumed,
+// toCore is the runner's report as the runtime's result.
+func toCore(r *Result) *core.Result {
+	out := &core.Result{
+		Stdout: string(r.Stdout), Stderr: string(r.Stderr), StdoutOmitted: r.StdoutOmitted, StderrOmitted: r.StderrOmitted,
+		ExitCode: r.ExitCode, DurationMs: int64(r.DurationMS), Duration: time.Duration(r.DurationMS * float64(time.Millisecond)),
+		EndedBy: r.EndedBy, StateLost: r.StateLost, FuelConsumed: r.FuelConsumed,
 		MemoryUsedBytes: int64(r.MemoryUsedBytes), Isolation: "wasm", WorkspacePath: r.WorkspacePath,
 	}
 	if !r.Success {
@@ -207,8 +209,8 @@ func toProto(r *Result) *pb.Result {
 		v := r.Value
 		out.Value = &v
 	}
-	if r.EndedBy != ending.Exit && r.Error != "" && !strings.Contains(string(out.Stderr), r.Error) {
-		out.Stderr = append(out.Stderr, []byte(r.Error+"\n")...)
+	if r.EndedBy != ending.Exit && r.Error != "" && !strings.Contains(out.Stderr, r.Error) {
+		out.Stderr += r.Error + "\n"
 	}
 	return out
 }

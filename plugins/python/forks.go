@@ -1,11 +1,11 @@
 package python
 
 import (
+	"github.com/rlmkit/rlm/core"
 	"os"
 	"sync"
 
 	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
 	"github.com/rlmkit/rlm/plugins/python/internal/forkserver"
 )
@@ -23,8 +23,8 @@ type forkPool struct {
 	exe      string
 }
 
-func (f *forkPool) spawner(t toolpath.Tool, req *pb.RunRequest) program.Spawner {
-	if iso := req.GetLimits().GetIsolation(); iso != "none" {
+func (f *forkPool) spawner(t toolpath.Tool, p core.Program) program.Spawner {
+	if iso := p.Limits.Isolation; iso != "none" {
 		return nil
 	}
 	if os.Getenv("RLM_PYTHON_FORKSERVER") == "0" {

@@ -1,11 +1,11 @@
 package python
 
 import (
+	"github.com/rlmkit/rlm/core"
 	"os/exec"
 	"path/filepath"
 
 	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
 	"github.com/rlmkit/rlm/internal/install"
 )
@@ -13,8 +13,8 @@ import (
 // PipCommand is the installer's command line for interpreter exe: `uv pip
 // install --target` when uv is given (much faster), else `python -m pip
 // install --target`, with the index settings of opt.
-func PipCommand(exe, uv string) func(dir string, reqs []string, opt *pb.InstallOptions) []string {
-	return func(dir string, reqs []string, opt *pb.InstallOptions) []string {
+func PipCommand(exe, uv string) func(dir string, reqs []string, opt core.InstallOptions) []string {
+	return func(dir string, reqs []string, opt core.InstallOptions) []string {
 		var argv []string
 		if uv != "" {
 			argv = []string{uv, "pip", "install", "--python", exe, "--target", dir, "--quiet"}
@@ -22,13 +22,13 @@ func PipCommand(exe, uv string) func(dir string, reqs []string, opt *pb.InstallO
 			argv = []string{exe, "-m", "pip", "install", "--target", dir, "--quiet",
 				"--disable-pip-version-check", "--no-input", "--no-warn-script-location"}
 		}
-		if u := opt.GetIndexUrl(); u != "" {
+		if u := opt.IndexURL; u != "" {
 			argv = append(argv, "--index-url", u)
 		}
-		for _, l := range opt.GetFindLinks() {
+		for _, l := range opt.FindLinks {
 			argv = append(argv, "--find-links", l)
 		}
-		if opt.GetNoIndex() {
+		if opt.NoIndex {
 			argv = append(argv, "--no-index")
 		}
 		return append(argv, reqs...)

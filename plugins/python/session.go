@@ -3,6 +3,7 @@ package python
 import (
 	"context"
 	"fmt"
+	"github.com/rlmkit/rlm/core"
 	"os"
 	"sync"
 
@@ -11,14 +12,13 @@ import (
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/internal/isolate"
 	"github.com/rlmkit/rlm/plugins/python/internal/repl"
 )
 
 // OpenSession starts one REPL (plugin.Sessions: core/plugin's adapter
 // serves the stream once the interpreter is up).
-func (s *Server) OpenSession(ctx context.Context, open *pb.OpenSession) (*plugin.Session, error) {
+func (s *Server) OpenSession(ctx context.Context, open core.SessionOptions) (*plugin.Session, error) {
 	t, err := s.Tool()
 	if err != nil {
 		return nil, fmt.Errorf("python runtime unavailable: %w", err)
@@ -28,12 +28,12 @@ func (s *Server) OpenSession(ctx context.Context, open *pb.OpenSession) (*plugin
 		return nil, fmt.Errorf("creating the session directory: %w", err)
 	}
 	wd := &workdir{dir: dir}
-	level, launch, rlimits, err := sessionIsolation(open.GetLimits(), native.ReadOnlyPaths(t), wd.started)
+	level, launch, rlimits, err := sessionIsolation(open.Limits, native.ReadOnlyPaths(t), wd.started)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	env, err := program.Environ(append(program.BaseEnv(dir), "PYTHONDONTWRITEBYTECODE=1"), open.GetEnv())
+	env, err := program.Environ(append(program.BaseEnv(dir), "PYTHONDONTWRITEBYTECODE=1"), open.Env)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -42,8 +42,8 @@ func (s *Server) OpenSession(ctx context.Context, open *pb.OpenSession) (*plugin
 		Python:         t.Exe,
 		Env:            env,
 		Dir:            dir,
-		MaxOutputBytes: open.GetLimits().GetMaxOutputBytes(),
-		Context:        open.GetContext(),
+		MaxOutputBytes: open.Limits.MaxOutputBytes,
+		Context:        open.Context,
 		Launch:         launch,
 		Rlimits:        rlimits,
 	})
@@ -121,8 +121,8 @@ func (w *workdir) get() string {
 //
 // CPU time is not limited: it would add up over every cell of the session
 // (each cell's wall clock is).
-func sessionIsolation(l *pb.Limits, readOnly []string, started func(*isolate.Cmd)) (isolate.Level, repl.Launcher, []repl.Rlimit, error) {
-	level, err := isolation.Parse(l.GetIsolation())
+func sessionIsolation(l core.Limits, readOnly []string, started func(*isolate.Cmd)) (isolate.Level, repl.Launcher, []repl.Rlimit, error) {
+	level, err := isolation.Parse(l.Isolation)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -132,12 +132,12 @@ func sessionIsolation(l *pb.Limits, readOnly []string, started func(*isolate.Cmd
 	spec := isolate.Spec{
 		Level:         level,
 		ReadOnlyPaths: readOnly,
-		MemoryBytes:   l.GetMemoryBytes(),
-		DataBytes:     l.GetMemoryBytes(),
-		MaxProcesses:  l.GetMaxProcesses(),
-		FileSizeBytes: l.GetMaxDiskBytes(),
-		DiskBytes:     l.GetMaxDiskBytes(),
-		AllowNetwork:  l.GetAllowNetwork(),
+		MemoryBytes:   l.MemoryBytes,
+		DataBytes:     l.MemoryBytes,
+		MaxProcesses:  l.MaxProcesses,
+		FileSizeBytes: l.MaxDiskBytes,
+		DiskBytes:     l.MaxDiskBytes,
+		AllowNetwork:  l.AllowNetwork,
 	}
 	switch level {
 	case isolate.LevelNone:
@@ -187,7 +187,7 @@ func (p *isolatedProc) Kill() { _ = p.cmd.Kill() }
 func (p *isolatedProc) Wait() repl.Exit {
 	_ = p.cmd.Wait()
 	o := p.cmd.Outcome()
-	ex := repl.Exit{Code: int32(o.ExitCode), Desc: fmt.Sprintf("exit status %d", o.ExitCode), EndedBy: o.Ending.Proto()}
+	ex := repl.Exit{Code: int32(o.ExitCode), Desc: fmt.Sprintf("exit status %d", o.ExitCode), EndedBy: o.Ending}
 	if o.Signal != "" {
 		ex.Signal, ex.Code, ex.Desc = o.Signal, 128+int32(o.SignalNumber), "killed by "+o.Signal
 	}
@@ -201,7 +201,7 @@ func (p *isolatedProc) Wait() repl.Exit {
 	case ending.Exit, ending.Signal, ending.Timeout, ending.Cancelled:
 		// Exit and signal are the REPL's to judge from the status; timeout
 		// and cancelled mean the REPL itself killed it and knows why.
-		ex.EndedBy = pb.EndedBy_ENDED_BY_UNSPECIFIED
+		ex.EndedBy = ""
 	}
 	return ex
 }

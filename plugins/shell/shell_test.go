@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin"
 	pb "github.com/rlmkit/rlm/core/proto"
 )
@@ -18,33 +20,33 @@ import (
 func TestRunProgramMode(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	t.Setenv("RLM_TEST_SECRET", "hunter2")
-	res, err := New().Run(context.Background(), &pb.RunRequest{
-		Code: []byte(`read -r l; echo "in=$l args=$*"; echo "k=$K secret=${RLM_TEST_SECRET:-none}"
-cat sub/dir/data.txt; echo made > out.txt; echo more >> sub/dir/data.txt; echo "$PWD" > /dev/stderr; exit 3`),
-		Files:       []*pb.File{{Path: "sub/dir/data.txt", Data: []byte("data\n")}},
+	res, err := New().Run(context.Background(), core.Program{
+		Code: `read -r l; echo "in=$l args=$*"; echo "k=$K secret=${RLM_TEST_SECRET:-none}"
+cat sub/dir/data.txt; echo made > out.txt; echo more >> sub/dir/data.txt; echo "$PWD" > /dev/stderr; exit 3`,
+		Files:       []core.File{{Path: "sub/dir/data.txt", Data: []byte("data\n")}},
 		Stdin:       []byte("hello\n"),
-		Args:        pb.Bytes([]string{"a", "b c"}),
-		Env:         pb.EnvBytes(map[string]string{"K": "v"}),
+		Args:        []string{"a", "b c"},
+		Env:         map[string]string{"K": "v"},
 		ReturnFiles: true,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := "in=hello args=a b c\nk=v secret=none\ndata\n"
-	if string(res.GetStdout()) != want {
-		t.Errorf("stdout %q, want %q", res.GetStdout(), want)
+	if res.Stdout != want {
+		t.Errorf("stdout %q, want %q", res.Stdout, want)
 	}
-	if res.GetExitCode() != 3 || res.GetEndedBy() != pb.EndedBy_EXIT {
-		t.Errorf("exit %d ended_by %v, want 3 EXIT", res.GetExitCode(), res.GetEndedBy())
+	if res.ExitCode != 3 || res.EndedBy != ending.Exit {
+		t.Errorf("exit %d ended_by %v, want 3 exit", res.ExitCode, res.EndedBy)
 	}
 	files := map[string]string{}
-	for _, f := range res.GetFiles() {
-		files[f.GetPath()] = f.GetChange() + ":" + string(f.GetData())
+	for _, f := range res.Files {
+		files[f.Path] = f.Change + ":" + string(f.Data)
 	}
 	if files["out.txt"] != "created:made\n" || files["sub/dir/data.txt"] != "modified:data\nmore\n" || len(files) != 2 {
 		t.Errorf("files %v", files)
 	}
-	wd := strings.TrimSpace(string(res.GetStderr()))
+	wd := strings.TrimSpace(res.Stderr)
 	if _, err := os.Stat(wd); !os.IsNotExist(err) {
 		t.Errorf("working directory %s still exists (%v)", wd, err)
 	}

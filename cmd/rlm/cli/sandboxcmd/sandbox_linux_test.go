@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/root"
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/internal/proctree"
 )
 
@@ -49,7 +49,7 @@ func spawner(t *testing.T, h *native.HelperSandbox) program.Spawner {
 	if err := h.Available(isolation.Process); err != nil {
 		t.Skipf("isolation process: %v", err)
 	}
-	l := &pb.Limits{MemoryBytes: 256 << 20, MaxProcesses: 64}
+	l := core.Limits{MemoryBytes: 256 << 20, MaxProcesses: 64}
 	if os.Geteuid() == 0 {
 		l.MaxDiskBytes = 16 << 20
 	}
@@ -83,7 +83,7 @@ func TestSupervisorRunsSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(res.Stdout) != "out\n" || string(res.Stderr) != "err\n" || res.ExitCode != 3 || res.Isolation != "process" || res.EndedBy != pb.EndedBy_EXIT {
+	if res.Stdout != "out\n" || res.Stderr != "err\n" || res.ExitCode != 3 || res.Isolation != "process" || res.EndedBy != ending.Exit {
 		t.Fatalf("result = stdout %q stderr %q exit %d isolation %q ended %v (%s)", res.Stdout, res.Stderr, res.ExitCode, res.Isolation, res.EndedBy, res.Error)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "f.txt")); err != nil || string(b) != "made\n" {
@@ -118,7 +118,7 @@ func TestSupervisorTimeoutLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.EndedBy != pb.EndedBy_TIMEOUT {
+	if res.EndedBy != ending.Timeout {
 		t.Errorf("ended by %v (%s), want TIMEOUT", res.EndedBy, res.Error)
 	}
 	checkNothingLeft(t, token)

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/internal/proctree"
 )
 
@@ -32,7 +33,7 @@ func start(t testing.TB) *Server {
 	return s
 }
 
-func runCode(t testing.TB, s *Server, code string, args []string, l *pb.Limits) *pb.Result {
+func runCode(t testing.TB, s *Server, code string, args []string, l core.Limits) *core.Result {
 	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "main.py")
@@ -54,44 +55,44 @@ func TestRunsLikeAScript(t *testing.T) {
 print(__name__, os.path.basename(__file__), sys.argv[1:], os.environ["GREETING"], os.getcwd() == os.path.dirname(__file__))
 print(sys.stdin.read())
 print("to stderr", file=sys.stderr)
-sys.exit(5)`, []string{"a", "b"}, nil)
+sys.exit(5)`, []string{"a", "b"}, core.Limits{})
 	want := "__main__ main.py ['a', 'b'] hi True\nfrom stdin\n"
-	if string(r.Stdout) != want || string(r.Stderr) != "to stderr\n" || r.ExitCode != 5 {
+	if r.Stdout != want || r.Stderr != "to stderr\n" || r.ExitCode != 5 {
 		t.Fatalf("stdout %q stderr %q exit %d", r.Stdout, r.Stderr, r.ExitCode)
 	}
 }
 
 func TestTracebackLooksLikePythons(t *testing.T) {
-	r := runCode(t, start(t), "def f():\n    raise ValueError('boom')\nf()\n", nil, nil)
-	if r.ExitCode != 1 || !strings.Contains(string(r.Stderr), "ValueError: boom") || strings.Contains(string(r.Stderr), "zygote") {
+	r := runCode(t, start(t), "def f():\n    raise ValueError('boom')\nf()\n", nil, core.Limits{})
+	if r.ExitCode != 1 || !strings.Contains(r.Stderr, "ValueError: boom") || strings.Contains(r.Stderr, "zygote") {
 		t.Fatalf("exit %d stderr %q", r.ExitCode, r.Stderr)
 	}
-	if !strings.Contains(string(r.Stderr), `main.py", line 3, in <module>`) {
+	if !strings.Contains(r.Stderr, `main.py", line 3, in <module>`) {
 		t.Fatalf("traceback lacks the script frame: %q", r.Stderr)
 	}
 }
 
 func TestStateIsNotShared(t *testing.T) {
 	s := start(t)
-	runCode(t, s, "import json\njson.leak = 1\nopen('x','w')", nil, nil)
-	r := runCode(t, s, "import json\nprint(hasattr(json, 'leak'))", nil, nil)
-	if string(r.Stdout) != "False\n" {
+	runCode(t, s, "import json\njson.leak = 1\nopen('x','w')", nil, core.Limits{})
+	r := runCode(t, s, "import json\nprint(hasattr(json, 'leak'))", nil, core.Limits{})
+	if r.Stdout != "False\n" {
 		t.Fatalf("state leaked between runs: %q", r.Stdout)
 	}
 }
 
 func TestTimeoutAndSignals(t *testing.T) {
 	s := start(t)
-	r := runCode(t, s, "import subprocess, time\nsubprocess.Popen(['sleep', '311'])\ntime.sleep(30)", nil, &pb.Limits{WallMs: 300})
-	if r.EndedBy != pb.EndedBy_TIMEOUT {
+	r := runCode(t, s, "import subprocess, time\nsubprocess.Popen(['sleep', '311'])\ntime.sleep(30)", nil, core.Limits{Wall: 300 * time.Millisecond})
+	if r.EndedBy != ending.Timeout {
 		t.Fatalf("%+v", r)
 	}
-	r = runCode(t, s, "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)", nil, nil)
+	r = runCode(t, s, "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)", nil, core.Limits{})
 	if r.Signal != "SIGTERM" {
 		t.Fatalf("%+v", r)
 	}
 	// The server survives its children's deaths.
-	if r := runCode(t, s, "print('alive')", nil, nil); string(r.Stdout) != "alive\n" {
+	if r := runCode(t, s, "print('alive')", nil, core.Limits{}); r.Stdout != "alive\n" {
 		t.Fatalf("%q", r.Stdout)
 	}
 }
@@ -104,9 +105,9 @@ func TestConcurrentRuns(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			r := runCode(t, s, "import sys\nprint(sys.argv[1])", []string{string(rune('A' + i%26))}, nil)
-			if string(r.Stdout) != string(rune('A'+i%26))+"\n" {
-				errs <- string(r.Stdout) + string(r.Stderr)
+			r := runCode(t, s, "import sys\nprint(sys.argv[1])", []string{string(rune('A' + i%26))}, core.Limits{})
+			if r.Stdout != string(rune('A'+i%26))+"\n" {
+				errs <- r.Stdout + r.Stderr
 			}
 		}(i)
 	}
@@ -134,7 +135,7 @@ func TestDeadServerIsAnError(t *testing.T) {
 func BenchmarkForkServerRun(b *testing.B) {
 	s := start(b)
 	for i := 0; i < b.N; i++ {
-		runCode(b, s, "print(1)", nil, nil)
+		runCode(b, s, "print(1)", nil, core.Limits{})
 	}
 }
 

@@ -3,14 +3,13 @@ package repl
 import (
 	"bytes"
 	"context"
+	"github.com/rlmkit/rlm/core"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/rlmkit/rlm/core/proto"
 )
 
 // reportPercentiles adds p50/p99 (milliseconds) of the samples.
@@ -123,7 +122,7 @@ func BenchmarkOpen50MB(b *testing.B) {
 	needPython(b)
 	data := bytes.Repeat([]byte("0123456789abcdefghijklmnopqrstuvwxyz\n"), 50<<20/37+1)[:50<<20]
 	dir := b.TempDir()
-	cfg := Config{Python: pythonPath, Dir: dir, Context: &proto.Context{Data: data, Kind: "text"}}
+	cfg := Config{Python: pythonPath, Dir: dir, Context: &core.Context{Data: data, Kind: "text"}}
 	samples := make([]time.Duration, 0, b.N)
 	var peak float64
 	for b.Loop() {

@@ -3,6 +3,7 @@ package repl_test
 import (
 	"context"
 	"fmt"
+	"github.com/rlmkit/rlm/core"
 	"strings"
 	"time"
 
@@ -20,7 +21,7 @@ func Example() {
 	ctx := context.Background()
 	p, err := repl.Start(ctx, repl.Config{
 		Python:  "/usr/bin/python3", // the real interpreter, not a pyenv shim
-		Context: &proto.Context{Data: []byte("a long document"), Kind: "text"},
+		Context: &core.Context{Data: []byte("a long document"), Kind: "text"},
 	})
 	if err != nil {
 		panic(err)

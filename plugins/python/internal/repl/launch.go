@@ -2,6 +2,7 @@ package repl
 
 import (
 	"fmt"
+	"github.com/rlmkit/rlm/core/ending"
 	"os"
 	"os/exec"
 	"syscall"
@@ -9,7 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/internal/proctree"
 )
 
@@ -41,7 +41,7 @@ type Exit struct {
 	Code   int32  // the exit status, or 128+signal
 	// EndedBy is a limit that ended it (MEMORY_LIMIT, PROCESS_LIMIT, ...),
 	// or ENDED_BY_UNSPECIFIED when nothing but the interpreter itself did.
-	EndedBy proto.EndedBy
+	EndedBy ending.Reason
 }
 
 // tagEnv names the environment variable that marks every process started by

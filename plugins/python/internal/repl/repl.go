@@ -68,6 +68,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -98,7 +100,7 @@ type Config struct {
 	Grace time.Duration
 	// Context becomes the `context` variable: nil gives None, kind "text"
 	// (or "") a str, kind "json" the decoded JSON value.
-	Context *proto.Context
+	Context *core.Context
 	// Rlimits are applied to the interpreter (prlimit) right after it is
 	// spawned, before any user code can run, and are inherited by its
 	// children; e.g. {unix.RLIMIT_AS, 1 << 30} turns runaway allocation into
@@ -182,13 +184,13 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		closing: make(chan struct{}),
 	}
 	if c := cfg.Context; c != nil {
-		switch c.GetKind() {
+		switch c.Kind {
 		case "", "text":
-			p.ctxData = &contextData{data: c.GetData(), kind: "text"}
+			p.ctxData = &contextData{data: c.Data, kind: "text"}
 		case "json":
-			p.ctxData = &contextData{data: c.GetData(), kind: "json"}
+			p.ctxData = &contextData{data: c.Data, kind: "json"}
 		default:
-			return nil, fmt.Errorf("repl: unknown context kind %q (want text or json)", c.GetKind())
+			return nil, fmt.Errorf("repl: unknown context kind %q (want text or json)", c.Kind)
 		}
 	}
 	if err := p.startInst(ctx); err != nil {
@@ -344,7 +346,7 @@ type cellReply struct {
 // The error is non-nil only when the cell could not be run at all (session
 // closed, interpreter cannot be started); everything that happens to the
 // cell itself is described by the Result.
-func (p *Process) Execute(ctx context.Context, code string, timeout time.Duration, cb CallbackFunc) (*proto.Result, error) {
+func (p *Process) Execute(ctx context.Context, code string, timeout time.Duration, cb CallbackFunc) (*core.Result, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d, err := p.ensure(ctx)
@@ -352,7 +354,7 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 		return nil, err
 	}
 	if ctx.Err() != nil { // do not start a cell that is already cancelled
-		return &proto.Result{EndedBy: proto.EndedBy_CANCELLED, ExitCode: 130, Error: "cancelled before the cell started: " + ctx.Err().Error()}, nil
+		return &core.Result{EndedBy: ending.Cancelled, ExitCode: 130, Error: "cancelled before the cell started: " + ctx.Err().Error()}, nil
 	}
 	p.cell++
 	cell := p.cell
@@ -383,7 +385,7 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 	var (
 		grace      <-chan time.Time
 		graceTimer *time.Timer
-		why        proto.EndedBy // set once the cell was interrupted
+		why        ending.Reason // set once the cell was interrupted
 		reply      *cellReply
 		outC, errC *capbuf.Buffer
 		done       = ctx.Done()
@@ -393,8 +395,8 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 			graceTimer.Stop()
 		}
 	}()
-	interrupt := func(reason proto.EndedBy) {
-		if why != 0 {
+	interrupt := func(reason ending.Reason) {
+		if why != "" {
 			return
 		}
 		why = reason
@@ -438,12 +440,12 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 			errC = c
 		case <-deadline:
 			deadline = nil
-			interrupt(proto.EndedBy_TIMEOUT)
+			interrupt(ending.Timeout)
 		case <-done:
 			done = nil
-			interrupt(proto.EndedBy_CANCELLED)
+			interrupt(ending.Cancelled)
 		case <-p.intr:
-			interrupt(proto.EndedBy_CANCELLED)
+			interrupt(ending.Cancelled)
 		case <-grace:
 			return p.hardKill(d, start, why, timeout)
 		case <-d.exited:
@@ -454,20 +456,20 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 			d.closeStreams()
 			p.d = nil
 			res := buildResult(oc, ec, start)
-			res.EndedBy = proto.EndedBy_CANCELLED
+			res.EndedBy = ending.Cancelled
 			res.StateLost = true
 			res.Signal = "SIGKILL"
-			res.ExitCode = 128 + int32(syscall.SIGKILL)
+			res.ExitCode = 128 + int(syscall.SIGKILL)
 			res.Error = "session closed while the cell was running"
 			return res, nil
 		}
 	}
 	res := buildResult(outC, errC, start)
-	res.ExitCode = reply.ExitCode
+	res.ExitCode = int(reply.ExitCode)
 	res.Error = reply.Error
 	res.Value = reply.Value
-	res.EndedBy = proto.EndedBy_EXIT
-	if why != 0 {
+	res.EndedBy = ending.Exit
+	if why != "" {
 		res.EndedBy = why
 		msg := interruptMessage(why, timeout)
 		if reply.Interrupted {
@@ -482,21 +484,21 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 	return res, nil
 }
 
-func interruptMessage(why proto.EndedBy, timeout time.Duration) string {
-	if why == proto.EndedBy_TIMEOUT {
+func interruptMessage(why ending.Reason, timeout time.Duration) string {
+	if why == ending.Timeout {
 		return fmt.Sprintf("TimeoutError: the cell exceeded its %s timeout", timeout)
 	}
 	return "cancelled: the cell was interrupted"
 }
 
-func buildResult(outC, errC *capbuf.Buffer, start time.Time) *proto.Result {
+func buildResult(outC, errC *capbuf.Buffer, start time.Time) *core.Result {
 	dur := time.Since(start)
-	res := &proto.Result{DurationMs: dur.Milliseconds(), DurationUs: dur.Microseconds()}
+	res := &core.Result{DurationMs: dur.Milliseconds(), Duration: dur}
 	if outC != nil {
-		res.Stdout, res.StdoutOmitted = outC.Bytes(), outC.Omitted()
+		res.Stdout, res.StdoutOmitted = string(outC.Bytes()), outC.Omitted()
 	}
 	if errC != nil {
-		res.Stderr, res.StderrOmitted = errC.Bytes(), errC.Omitted()
+		res.Stderr, res.StderrOmitted = string(errC.Bytes()), errC.Omitted()
 	}
 	return res
 }
@@ -514,7 +516,7 @@ func (p *Process) restart() error {
 }
 
 // hardKill handles a cell that ignored its interrupt for the grace period.
-func (p *Process) hardKill(d *inst, start time.Time, why proto.EndedBy, timeout time.Duration) (*proto.Result, error) {
+func (p *Process) hardKill(d *inst, start time.Time, why ending.Reason, timeout time.Duration) (*core.Result, error) {
 	d.kill()
 	oc, ec := d.drain(250 * time.Millisecond)
 	d.closeStreams()
@@ -522,7 +524,7 @@ func (p *Process) hardKill(d *inst, start time.Time, why proto.EndedBy, timeout 
 	res.EndedBy = why
 	res.StateLost = true
 	res.Signal = "SIGKILL"
-	res.ExitCode = 128 + int32(syscall.SIGKILL)
+	res.ExitCode = 128 + int(syscall.SIGKILL)
 	res.Error = fmt.Sprintf("%s; the cell did not stop within %s of KeyboardInterrupt, so the interpreter was killed and restarted (session state lost)",
 		interruptMessage(why, timeout), p.cfg.Grace)
 	if err := p.restart(); err != nil {
@@ -532,19 +534,19 @@ func (p *Process) hardKill(d *inst, start time.Time, why proto.EndedBy, timeout 
 }
 
 // crashed handles a driver that died (or whose channel broke) mid-cell.
-func (p *Process) crashed(d *inst, start time.Time, detail string) (*proto.Result, error) {
+func (p *Process) crashed(d *inst, start time.Time, detail string) (*core.Result, error) {
 	d.kill()
 	oc, ec := d.drain(250 * time.Millisecond)
 	d.closeStreams()
 	desc, sig, code := d.exitDescription()
 	res := buildResult(oc, ec, start)
-	res.EndedBy = proto.EndedBy_CRASHED
-	if d.exit.EndedBy != proto.EndedBy_ENDED_BY_UNSPECIFIED {
+	res.EndedBy = ending.Crashed
+	if d.exit.EndedBy != "" {
 		res.EndedBy = d.exit.EndedBy // the sandbox's memory or process limit killed it
 	}
 	res.StateLost = true
 	res.Signal = sig
-	res.ExitCode = code
+	res.ExitCode = int(code)
 	res.Error = fmt.Sprintf("the Python interpreter died during the cell (%s); it was restarted and the session state was lost", desc)
 	if detail != "" {
 		res.Error += " (" + detail + ")"

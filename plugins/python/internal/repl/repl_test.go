@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,12 +68,12 @@ func start(tb testing.TB, cfg Config) *Process {
 	return p
 }
 
-func run(tb testing.TB, p *Process, code string) *proto.Result {
+func run(tb testing.TB, p *Process, code string) *core.Result {
 	tb.Helper()
 	return runT(tb, p, code, 30*time.Second, nil)
 }
 
-func runT(tb testing.TB, p *Process, code string, timeout time.Duration, cb CallbackFunc) *proto.Result {
+func runT(tb testing.TB, p *Process, code string, timeout time.Duration, cb CallbackFunc) *core.Result {
 	tb.Helper()
 	res, err := p.Execute(context.Background(), code, timeout, cb)
 	if err != nil {
@@ -80,10 +82,10 @@ func runT(tb testing.TB, p *Process, code string, timeout time.Duration, cb Call
 	return res
 }
 
-func ok(tb testing.TB, p *Process, code string) *proto.Result {
+func ok(tb testing.TB, p *Process, code string) *core.Result {
 	tb.Helper()
 	res := run(tb, p, code)
-	if res.ExitCode != 0 || res.Error != "" || res.EndedBy != proto.EndedBy_EXIT {
+	if res.ExitCode != 0 || res.Error != "" || res.EndedBy != ending.Exit {
 		tb.Fatalf("cell %q failed: exit %d ended_by %v error %q\nstderr: %s", code, res.ExitCode, res.EndedBy, res.Error, res.Stderr)
 	}
 	return res
@@ -149,7 +151,7 @@ func TestMarshalledDriverCache(t *testing.T) {
 		t.Fatal("the first start did not cache the driver")
 	}
 	// a later start runs the cached code
-	p2 := start(t, Config{Context: &proto.Context{Data: []byte("c")}})
+	p2 := start(t, Config{Context: &core.Context{Data: []byte("c")}})
 	if res := ok(t, p2, "print(context)"); string(res.Stdout) != "c\n" {
 		t.Fatalf("%q", res.Stdout)
 	}
@@ -164,7 +166,7 @@ func TestMarshalledDriverCache(t *testing.T) {
 }
 
 func TestContextText(t *testing.T) {
-	p := start(t, Config{Context: &proto.Context{Data: []byte("héllo wörld"), Kind: "text"}})
+	p := start(t, Config{Context: &core.Context{Data: []byte("héllo wörld"), Kind: "text"}})
 	res := ok(t, p, "print(type(context).__name__, len(context), context)")
 	if got := string(res.Stdout); got != "str 11 héllo wörld\n" {
 		t.Fatalf("stdout %q", got)
@@ -179,12 +181,12 @@ func TestContextNone(t *testing.T) {
 }
 
 func TestContextJSON(t *testing.T) {
-	p := start(t, Config{Context: &proto.Context{Data: []byte(`{"docs": [1, "two", {"x": null}]}`), Kind: "json"}})
+	p := start(t, Config{Context: &core.Context{Data: []byte(`{"docs": [1, "two", {"x": null}]}`), Kind: "json"}})
 	res := ok(t, p, "print(type(context).__name__, context['docs'][1], context['docs'][2])")
 	if got := string(res.Stdout); got != "dict two {'x': None}\n" {
 		t.Fatalf("stdout %q", got)
 	}
-	p2 := start(t, Config{Context: &proto.Context{Data: []byte(`[1,2,3]`), Kind: "json"}})
+	p2 := start(t, Config{Context: &core.Context{Data: []byte(`[1,2,3]`), Kind: "json"}})
 	if res := ok(t, p2, "print(sum(context))"); string(res.Stdout) != "6\n" {
 		t.Fatalf("stdout %q", res.Stdout)
 	}
@@ -192,11 +194,11 @@ func TestContextJSON(t *testing.T) {
 
 func TestContextBadJSONAndKind(t *testing.T) {
 	needPython(t)
-	_, err := Start(context.Background(), Config{Python: pythonPath, Context: &proto.Context{Data: []byte("{nope"), Kind: "json"}})
+	_, err := Start(context.Background(), Config{Python: pythonPath, Context: &core.Context{Data: []byte("{nope"), Kind: "json"}})
 	if err == nil || !strings.Contains(err.Error(), "JSONDecodeError") {
 		t.Fatalf("bad JSON: err = %v", err)
 	}
-	_, err = Start(context.Background(), Config{Python: pythonPath, Context: &proto.Context{Kind: "yaml"}})
+	_, err = Start(context.Background(), Config{Python: pythonPath, Context: &core.Context{Kind: "yaml"}})
 	if err == nil || !strings.Contains(err.Error(), "yaml") {
 		t.Fatalf("bad kind: err = %v", err)
 	}
@@ -205,7 +207,7 @@ func TestContextBadJSONAndKind(t *testing.T) {
 func TestContext50MB(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789abcdefghijklmnopqrstuvwxyz\n"), 50<<20/37+1)[:50<<20]
 	sum := sha256.Sum256(data)
-	p := start(t, Config{Context: &proto.Context{Data: data, Kind: "text"}})
+	p := start(t, Config{Context: &core.Context{Data: data, Kind: "text"}})
 	res := ok(t, p, "import hashlib\nprint(len(context), hashlib.sha256(context.encode()).hexdigest())")
 	want := fmt.Sprintf("%d %s\n", len(data), hex.EncodeToString(sum[:]))
 	if string(res.Stdout) != want {
@@ -218,7 +220,7 @@ func TestContextMultibyteAcrossChunks(t *testing.T) {
 	unit := "xé€😀"
 	text := strings.Repeat(unit, 3<<20/len(unit)+7)
 	sum := sha256.Sum256([]byte(text))
-	p := start(t, Config{Context: &proto.Context{Data: []byte(text), Kind: "text"}})
+	p := start(t, Config{Context: &core.Context{Data: []byte(text), Kind: "text"}})
 	res := ok(t, p, "import hashlib\nprint(len(context), hashlib.sha256(context.encode()).hexdigest())")
 	want := fmt.Sprintf("%d %s\n", utf8.RuneCountInString(text), hex.EncodeToString(sum[:]))
 	if string(res.Stdout) != want {
@@ -280,10 +282,10 @@ for fd in (3, 4):
     except OSError as e:
         print("fd", fd, "closed")
 print("done")`)
-	if res.ExitCode != 0 || !bytes.HasSuffix(res.Stdout, []byte("fd 3 closed\nfd 4 closed\ndone\n")) {
+	if res.ExitCode != 0 || !strings.HasSuffix(res.Stdout, "fd 3 closed\nfd 4 closed\ndone\n") {
 		t.Fatalf("exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
 	}
-	if !bytes.Contains(res.Stdout, []byte(`"exit_code": 0`)) {
+	if !strings.Contains(res.Stdout, `"exit_code": 0`) {
 		t.Fatalf("the forged frame should be plain output: %q", res.Stdout)
 	}
 	res = ok(t, p, "print('after')")
@@ -295,7 +297,7 @@ print("done")`)
 func TestException(t *testing.T) {
 	p := start(t, Config{})
 	res := run(t, p, "x = 1\ndef f():\n    raise ValueError('test')\nf()")
-	if res.ExitCode != 1 || res.Error != "ValueError: test" || res.EndedBy != proto.EndedBy_EXIT {
+	if res.ExitCode != 1 || res.Error != "ValueError: test" || res.EndedBy != ending.Exit {
 		t.Fatalf("exit %d error %q ended %v", res.ExitCode, res.Error, res.EndedBy)
 	}
 	se := string(res.Stderr)
@@ -322,7 +324,7 @@ func TestSystemExit(t *testing.T) {
 	ok(t, p, "keep = 'yes'")
 	for _, c := range []struct {
 		code   string
-		exit   int32
+		exit   int
 		stderr string
 	}{
 		{"import sys; sys.exit(3)", 3, ""},
@@ -335,7 +337,7 @@ func TestSystemExit(t *testing.T) {
 		{"import sys; sys.exit(-1)", 255, ""},
 	} {
 		res := run(t, p, c.code)
-		if res.ExitCode != c.exit || string(res.Stderr) != c.stderr || res.EndedBy != proto.EndedBy_EXIT || res.StateLost {
+		if res.ExitCode != c.exit || string(res.Stderr) != c.stderr || res.EndedBy != ending.Exit || res.StateLost {
 			t.Errorf("%s: exit %d stderr %q ended %v lost %v", c.code, res.ExitCode, res.Stderr, res.EndedBy, res.StateLost)
 		}
 	}
@@ -345,7 +347,7 @@ func TestSystemExit(t *testing.T) {
 }
 
 func TestCallbacks(t *testing.T) {
-	p := start(t, Config{Context: &proto.Context{Data: []byte("the big context"), Kind: "text"}})
+	p := start(t, Config{Context: &core.Context{Data: []byte("the big context"), Kind: "text"}})
 	var mu sync.Mutex
 	var got []*proto.Callback
 	cb := func(ctx context.Context, c *proto.Callback) ([]string, error) {
@@ -451,7 +453,7 @@ func TestTimeoutInterruptKeepsState(t *testing.T) {
 	ok(t, p, "before = 'kept'")
 	pid := p.Pid()
 	res := runT(t, p, "import time\ntime.sleep(30)", 300*time.Millisecond, nil)
-	if res.EndedBy != proto.EndedBy_TIMEOUT || res.StateLost || !strings.Contains(res.Error, "timeout") {
+	if res.EndedBy != ending.Timeout || res.StateLost || !strings.Contains(res.Error, "timeout") {
 		t.Fatalf("ended %v lost %v error %q", res.EndedBy, res.StateLost, res.Error)
 	}
 	if !strings.Contains(string(res.Stderr), "KeyboardInterrupt") {
@@ -473,7 +475,7 @@ func TestImmediateTimeoutNeverLosesState(t *testing.T) {
 	ok(t, p, "keep = 1")
 	for i := range 20 {
 		res := runT(t, p, "import time\ntime.sleep(30)", time.Microsecond, nil)
-		if res.EndedBy != proto.EndedBy_TIMEOUT || res.StateLost {
+		if res.EndedBy != ending.Timeout || res.StateLost {
 			t.Fatalf("run %d: ended %v lost %v error %q", i, res.EndedBy, res.StateLost, res.Error)
 		}
 	}
@@ -487,7 +489,7 @@ func TestCancelledBeforeStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	res, err := p.Execute(ctx, "ran = True", 0, nil)
-	if err != nil || res.EndedBy != proto.EndedBy_CANCELLED {
+	if err != nil || res.EndedBy != ending.Cancelled {
 		t.Fatalf("%v %v", res, err)
 	}
 	if found, _ := variable(t, p, "ran"); found {
@@ -496,7 +498,7 @@ func TestCancelledBeforeStart(t *testing.T) {
 }
 
 func TestTimeoutHardKillRestarts(t *testing.T) {
-	p := start(t, Config{Grace: 300 * time.Millisecond, Context: &proto.Context{Data: []byte("ctx survives")}})
+	p := start(t, Config{Grace: 300 * time.Millisecond, Context: &core.Context{Data: []byte("ctx survives")}})
 	ok(t, p, "before = 1")
 	pid := p.Pid()
 	res := runT(t, p, `import time
@@ -506,7 +508,7 @@ while True:
         time.sleep(1)
     except KeyboardInterrupt:
         pass`, 200*time.Millisecond, nil)
-	if res.EndedBy != proto.EndedBy_TIMEOUT || !res.StateLost || res.Signal != "SIGKILL" {
+	if res.EndedBy != ending.Timeout || !res.StateLost || res.Signal != "SIGKILL" {
 		t.Fatalf("ended %v lost %v signal %q error %q", res.EndedBy, res.StateLost, res.Signal, res.Error)
 	}
 	if string(res.Stdout) != "looping\n" {
@@ -526,7 +528,7 @@ while True:
 func TestTimeoutIgnoringSIGINT(t *testing.T) {
 	p := start(t, Config{Grace: 200 * time.Millisecond})
 	res := runT(t, p, "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(30)", 200*time.Millisecond, nil)
-	if res.EndedBy != proto.EndedBy_TIMEOUT || !res.StateLost {
+	if res.EndedBy != ending.Timeout || !res.StateLost {
 		t.Fatalf("ended %v lost %v error %q", res.EndedBy, res.StateLost, res.Error)
 	}
 	ok(t, p, "pass")
@@ -536,7 +538,7 @@ func TestDriverKilledExternally(t *testing.T) {
 	p := start(t, Config{})
 	pid := p.Pid()
 	type out struct {
-		res *proto.Result
+		res *core.Result
 		err error
 	}
 	ch := make(chan out, 1)
@@ -558,7 +560,7 @@ func TestDriverKilledExternally(t *testing.T) {
 		t.Fatal(o.err)
 	}
 	r := o.res
-	if r.EndedBy != proto.EndedBy_CRASHED || !r.StateLost || r.Signal != "SIGKILL" || !strings.Contains(r.Error, "died") {
+	if r.EndedBy != ending.Crashed || !r.StateLost || r.Signal != "SIGKILL" || !strings.Contains(r.Error, "died") {
 		t.Fatalf("ended %v lost %v signal %q error %q", r.EndedBy, r.StateLost, r.Signal, r.Error)
 	}
 	if res := ok(t, p, "print(2+2)"); string(res.Stdout) != "4\n" {
@@ -569,7 +571,7 @@ func TestDriverKilledExternally(t *testing.T) {
 func TestOsExitCrash(t *testing.T) {
 	p := start(t, Config{})
 	res := run(t, p, "import os\nprint('bye', flush=True)\nos._exit(5)")
-	if res.EndedBy != proto.EndedBy_CRASHED || res.ExitCode != 5 || !res.StateLost || string(res.Stdout) != "bye\n" {
+	if res.EndedBy != ending.Crashed || res.ExitCode != 5 || !res.StateLost || string(res.Stdout) != "bye\n" {
 		t.Fatalf("ended %v exit %d lost %v stdout %q error %q", res.EndedBy, res.ExitCode, res.StateLost, res.Stdout, res.Error)
 	}
 	ok(t, p, "pass")
@@ -591,9 +593,9 @@ func TestIdleSIGINTIgnored(t *testing.T) {
 }
 
 func TestSegfaultCrash(t *testing.T) {
-	p := start(t, Config{Context: &proto.Context{Data: []byte("still here")}})
+	p := start(t, Config{Context: &core.Context{Data: []byte("still here")}})
 	res := run(t, p, "import ctypes\nctypes.string_at(0)")
-	if res.EndedBy != proto.EndedBy_CRASHED || res.Signal != "SIGSEGV" || !res.StateLost {
+	if res.EndedBy != ending.Crashed || res.Signal != "SIGSEGV" || !res.StateLost {
 		t.Fatalf("ended %v signal %q lost %v error %q", res.EndedBy, res.Signal, res.StateLost, res.Error)
 	}
 	if res := ok(t, p, "print(context)"); string(res.Stdout) != "still here\n" {
@@ -696,8 +698,8 @@ func TestOutputCap(t *testing.T) {
 		t.Fatalf("omitted %d want %d", res.StdoutOmitted, total-1000)
 	}
 	notice := capbuf.Notice(total - 1000)
-	if len(res.Stdout) != 1000+len(notice) || !bytes.HasPrefix(res.Stdout, bytes.Repeat([]byte("A"), 100)) ||
-		!bytes.HasSuffix(res.Stdout, bytes.Repeat([]byte("Z"), 100)) || !bytes.Contains(res.Stdout, []byte(notice)) {
+	if len(res.Stdout) != 1000+len(notice) || !strings.HasPrefix(res.Stdout, strings.Repeat("A", 100)) ||
+		!strings.HasSuffix(res.Stdout, strings.Repeat("Z", 100)) || !strings.Contains(res.Stdout, notice) {
 		t.Fatalf("stdout %d bytes: %q...", len(res.Stdout), res.Stdout[:120])
 	}
 	if res.StderrOmitted != 3001-1000 {
@@ -740,7 +742,7 @@ func TestInterruptFromAnotherGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := p.Pid()
-	ch := make(chan *proto.Result, 1)
+	ch := make(chan *core.Result, 1)
 	go func() {
 		ch <- runT(t, p, "import time\nprint('go', flush=True)\ntime.sleep(60)", 0, nil)
 	}()
@@ -749,7 +751,7 @@ func TestInterruptFromAnotherGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := <-ch
-	if res.EndedBy != proto.EndedBy_CANCELLED || res.StateLost || string(res.Stdout) != "go\n" {
+	if res.EndedBy != ending.Cancelled || res.StateLost || string(res.Stdout) != "go\n" {
 		t.Fatalf("ended %v lost %v stdout %q error %q", res.EndedBy, res.StateLost, res.Stdout, res.Error)
 	}
 	if res := ok(t, p, "print(v)"); string(res.Stdout) != "still here\n" {
@@ -773,7 +775,7 @@ func TestContextCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.EndedBy != proto.EndedBy_CANCELLED || res.StateLost {
+	if res.EndedBy != ending.Cancelled || res.StateLost {
 		t.Fatalf("ended %v lost %v", res.EndedBy, res.StateLost)
 	}
 }
@@ -787,7 +789,7 @@ func TestTimeoutDuringCallbackCancelsIt(t *testing.T) {
 		})
 	// the interrupt is raised after the callback returns, so the cell sees
 	// KeyboardInterrupt rather than the callback's error
-	if res.EndedBy != proto.EndedBy_TIMEOUT || res.StateLost || !strings.Contains(string(res.Stderr), "KeyboardInterrupt") {
+	if res.EndedBy != ending.Timeout || res.StateLost || !strings.Contains(string(res.Stderr), "KeyboardInterrupt") {
 		t.Fatalf("ended %v lost %v stdout %q stderr %q", res.EndedBy, res.StateLost, res.Stdout, res.Stderr)
 	}
 	if found, js := variable(t, p, "x"); !found || js != "5" {
@@ -910,7 +912,7 @@ func TestCellValue(t *testing.T) {
 	}
 	// the value is computed in the cell: a timeout interrupts a slow repr
 	res = runT(t, p, "class S:\n    def __repr__(self):\n        import time; time.sleep(30)\nS()", 300*time.Millisecond, nil)
-	if res.EndedBy != proto.EndedBy_TIMEOUT || res.Value != nil {
+	if res.EndedBy != ending.Timeout || res.Value != nil {
 		t.Fatalf("slow repr: ended %v value %v", res.EndedBy, res.Value)
 	}
 }
