@@ -77,7 +77,7 @@ func ResultProto(r *Result) *pb.Result {
 		DurationUs:      r.Duration.Microseconds(),
 		EndedBy:         r.EndedBy.Proto(),
 		StateLost:       r.StateLost,
-		Files:           FilesProto(r.Files),
+		Files:           filesProto(r.Files),
 		FilesOmitted:    r.FilesOmitted,
 		FuelConsumed:    r.FuelConsumed,
 		MemoryUsedBytes: r.MemoryUsedBytes,
@@ -103,7 +103,7 @@ func Base64IfBinary(b []byte) string {
 // runtime (RunRequest.runtime), which core's Program does not carry.
 func ProgramProto(p Program) *pb.RunRequest {
 	return &pb.RunRequest{
-		Code: []byte(p.Code), Files: FilesProto(p.Files), Stdin: p.Stdin, Args: pb.Bytes(p.Args), Env: pb.EnvBytes(p.Env),
+		Code: []byte(p.Code), Files: filesProto(p.Files), Stdin: p.Stdin, Args: pb.Bytes(p.Args), Env: pb.EnvBytes(p.Env),
 		Requirements: p.Requirements, Install: installProto(p.Install), Limits: LimitsProto(p.Limits),
 		Context: contextProto(p.Context), ReturnFiles: p.ReturnFiles,
 	}
@@ -167,8 +167,8 @@ func LimitsFromProto(l *pb.Limits) Limits {
 	}
 }
 
-// FilesProto converts files for the wire.
-func FilesProto(files []File) []*pb.File {
+// filesProto converts files for the wire.
+func filesProto(files []File) []*pb.File {
 	var out []*pb.File
 	for _, f := range files {
 		out = append(out, &pb.File{Path: f.Path, Data: f.Data, Size: f.Size, Change: f.Change, Mode: uint32(f.Mode.Perm())})
