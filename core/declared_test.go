@@ -3,12 +3,12 @@ package core_test
 import (
 	"context"
 	"errors"
-	"github.com/rlmkit/rlm/internal/isolate"
 	"sync/atomic"
 	"testing"
 
 	"github.com/rlmkit/rlm/core"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"github.com/rlmkit/rlm/internal/runtimetest"
 )
 
@@ -39,7 +39,7 @@ func TestDeclaredAskedOnce(t *testing.T) {
 
 	calls.Store(0)
 	rt = countingInfo(t, &calls)
-	rt.SetDeclared(&pb.InfoResponse{Available: true, IsolationLevels: []string{"none"}})
+	rt.SetDeclared(&core.Info{Available: true, IsolationLevels: []string{"none"}})
 	if _, err := rt.Declared(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/rlmkit/rlm/core/isolation"
-	pb "github.com/rlmkit/rlm/core/proto"
 )
 
 // AutoIsolation asks for the strongest level both this host and the
@@ -22,20 +21,6 @@ const AutoIsolation = "auto"
 // may declare a level of its own (pyodide's wasm); the host cannot rank it
 // against these, so auto picks it only when the plugin declares none of them.
 var hostLevels = isolation.Levels
-
-// DeclaredLevels are the isolation levels a plugin's Info declares for its
-// programs, or for its REPL sessions. An empty declaration means none: the
-// host assumes nothing a plugin does not promise.
-func DeclaredLevels(info *pb.InfoResponse, session bool) []string {
-	l := info.GetIsolationLevels()
-	if session {
-		l = info.GetSessionIsolationLevels()
-	}
-	if len(l) == 0 {
-		return []string{string(isolation.None)}
-	}
-	return l
-}
 
 // ResolveIsolation decides the level a program (or, with session, a REPL
 // session) of the plugin described by info runs at, given the requested
@@ -50,11 +35,11 @@ func DeclaredLevels(info *pb.InfoResponse, session bool) []string {
 // host says what this host can enforce (internal/isolate.Available). It
 // must not be nil: without it no level could be ranked, and guessing would
 // be the silent downgrade rlm never makes.
-func ResolveIsolation(info *pb.InfoResponse, plugin, requested string, session bool, host isolation.Probe) (string, error) {
+func ResolveIsolation(info *Info, plugin, requested string, session bool, host isolation.Probe) (string, error) {
 	if host == nil {
 		return "", errors.New("resolving an isolation level needs the host's probe (internal/isolate.Available), and none was given: this is a bug in the program embedding rlm")
 	}
-	declared := DeclaredLevels(info, session)
+	declared := info.Declared(session)
 	what := "programs"
 	if session {
 		what = "sessions"
@@ -136,7 +121,7 @@ func (r *Runtime) Isolation(ctx context.Context, requested string, session bool)
 // not change while it runs. It is the fingerprint taken when the plugin was
 // launched (SetDeclared), else asked now. Info, not this, checks that the
 // runtime still answers.
-func (r *Runtime) Declared(ctx context.Context) (*pb.InfoResponse, error) {
+func (r *Runtime) Declared(ctx context.Context) (*Info, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.info != nil {
@@ -152,7 +137,7 @@ func (r *Runtime) Declared(ctx context.Context) (*pb.InfoResponse, error) {
 
 // SetDeclared records info, the Info its plugin gave when it was launched
 // (internal/catalog), so that Declared does not ask again.
-func (r *Runtime) SetDeclared(info *pb.InfoResponse) {
+func (r *Runtime) SetDeclared(info *Info) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.info = info

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/rlmkit/rlm/core/isolation"
-	pb "github.com/rlmkit/rlm/core/proto"
 )
 
 // noNamespaces is a host probe for a host without user namespaces: what it
@@ -35,16 +34,16 @@ func testResolveAuto(t *testing.T, hostName string, host isolation.Probe, strong
 	process := "process"
 	for _, tc := range []struct {
 		name    string
-		info    *pb.InfoResponse
+		info    *Info
 		session bool
 		want    string
 	}{
-		{"nothing declared is none", &pb.InfoResponse{}, false, "none"},
-		{"none only", &pb.InfoResponse{IsolationLevels: []string{"none"}}, false, "none"},
-		{"all levels: the host's strongest", &pb.InfoResponse{IsolationLevels: []string{"none", "process", "namespace"}}, false, strongest},
-		{"sessions use their own list", &pb.InfoResponse{IsolationLevels: []string{"none", "process", "namespace"}, SessionIsolationLevels: []string{"none", "process"}}, true, process},
-		{"sessions not declared are none", &pb.InfoResponse{IsolationLevels: []string{"none", "process", "namespace"}}, true, "none"},
-		{"a level of its own", &pb.InfoResponse{IsolationLevels: []string{"wasm"}}, false, "wasm"},
+		{"nothing declared is none", &Info{}, false, "none"},
+		{"none only", &Info{IsolationLevels: []string{"none"}}, false, "none"},
+		{"all levels: the host's strongest", &Info{IsolationLevels: []string{"none", "process", "namespace"}}, false, strongest},
+		{"sessions use their own list", &Info{IsolationLevels: []string{"none", "process", "namespace"}, SessionIsolationLevels: []string{"none", "process"}}, true, process},
+		{"sessions not declared are none", &Info{IsolationLevels: []string{"none", "process", "namespace"}}, true, "none"},
+		{"a level of its own", &Info{IsolationLevels: []string{"wasm"}}, false, "wasm"},
 	} {
 		for _, req := range []string{"", "auto"} {
 			got, err := ResolveIsolation(tc.info, "p", req, tc.session, host)
@@ -56,7 +55,7 @@ func testResolveAuto(t *testing.T, hostName string, host isolation.Probe, strong
 }
 
 func TestResolveIsolationExplicit(t *testing.T) {
-	info := &pb.InfoResponse{IsolationLevels: []string{"none"}, SessionIsolationLevels: []string{"none", "process"}}
+	info := &Info{IsolationLevels: []string{"none"}, SessionIsolationLevels: []string{"none", "process"}}
 	_, err := ResolveIsolation(info, "perl (/x/rlm-plugin-perl)", "namespace", false, everything)
 	var ref *RefusedError
 	if !errors.As(err, &ref) {
@@ -73,13 +72,13 @@ func TestResolveIsolationExplicit(t *testing.T) {
 	if _, err := ResolveIsolation(info, "p", "namespace", true, everything); err == nil || !strings.Contains(err.Error(), "for its sessions: it declares only none, process") {
 		t.Errorf("undeclared session level: got %v", err)
 	}
-	if _, err := ResolveIsolation(&pb.InfoResponse{IsolationLevels: []string{"wasm"}}, "p", "process", false, everything); err == nil {
+	if _, err := ResolveIsolation(&Info{IsolationLevels: []string{"wasm"}}, "p", "process", false, everything); err == nil {
 		t.Error("process on a wasm-only plugin was accepted")
 	}
 	if got, err := ResolveIsolation(info, "p", "none", false, everything); err != nil || got != "none" {
 		t.Errorf("none: got %q, %v", got, err)
 	}
-	all := &pb.InfoResponse{IsolationLevels: []string{"none", "process", "namespace"}}
+	all := &Info{IsolationLevels: []string{"none", "process", "namespace"}}
 	_, err = ResolveIsolation(all, "p", "namespace", false, noNamespaces)
 	if !errors.As(err, &ref) || !strings.Contains(err.Error(), "isolation namespace cannot work on this host: user namespaces are disabled") {
 		t.Errorf("namespace on a host without it: got %v, want a refusal naming the host's reason", err)

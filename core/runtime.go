@@ -32,7 +32,7 @@ type Runtime struct {
 	host isolation.Probe
 
 	mu   sync.Mutex
-	info *pb.InfoResponse // cached by declaration
+	info *Info // cached by declaration
 }
 
 // NewRuntime wraps a connected client; close (may be nil) ends the
@@ -52,9 +52,12 @@ func (r *Runtime) Close() {
 }
 
 // Info asks the runtime what it is.
-func (r *Runtime) Info(ctx context.Context) (*pb.InfoResponse, error) {
+func (r *Runtime) Info(ctx context.Context) (*Info, error) {
 	info, err := r.Client.Info(ctx, &pb.InfoRequest{Runtime: r.Name})
-	return info, rpcError(err)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return InfoFromProto(info), nil
 }
 
 // Program is one stateless run.

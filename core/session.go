@@ -182,7 +182,7 @@ func (s *session) fail(err error) {
 }
 
 func (s *session) serveCallback(cb *pb.Callback) {
-	results, err := s.runCallback(cb)
+	results, err := s.runCallback(QueryFromProto(cb))
 	reply := &pb.CallbackReply{CallId: cb.GetCallId(), Results: results}
 	if err != nil {
 		reply.Error = err.Error()
@@ -193,29 +193,23 @@ func (s *session) serveCallback(cb *pb.Callback) {
 
 // runCallback answers every prompt of a (possibly batched) query, at most
 // Bridges.MaxConcurrent at a time, results in prompt order.
-func (s *session) runCallback(cb *pb.Callback) ([]string, error) {
+func (s *session) runCallback(q Query) ([]string, error) {
 	ctx := context.Background()
-	prompts := cb.GetPrompts()
-	kind := cb.GetKind()
+	prompts := q.Prompts
 	one := func(i int) (string, error) {
-		switch kind {
+		switch q.Kind {
 		case "llm_query":
 			if s.bridges.LLMQuery == nil {
 				return "", errors.New("llm_query is not available: this session has no LLM configured")
 			}
-			return s.bridges.LLMQuery(ctx, prompts[i], cb.GetModel())
+			return s.bridges.LLMQuery(ctx, prompts[i], q.Model)
 		case "rlm_query":
 			if s.bridges.RLMQuery == nil {
 				return "", errors.New("rlm_query is not available: this session has no LLM configured")
 			}
-			var sub *string
-			if i < len(cb.GetHasContext()) && cb.GetHasContext()[i] && i < len(cb.GetContexts()) {
-				c := cb.GetContexts()[i]
-				sub = &c
-			}
-			return s.bridges.RLMQuery(ctx, prompts[i], sub)
+			return s.bridges.RLMQuery(ctx, prompts[i], q.Context(i))
 		}
-		return "", fmt.Errorf("unknown callback %q", kind)
+		return "", fmt.Errorf("unknown callback %q", q.Kind)
 	}
 	results := make([]string, len(prompts))
 	if len(prompts) == 1 {

@@ -216,3 +216,36 @@ func installFromProto(o *pb.InstallOptions) *InstallOptions {
 	}
 	return &InstallOptions{IndexURL: o.GetIndexUrl(), FindLinks: o.GetFindLinks(), NoIndex: o.GetNoIndex(), NPMRegistry: o.GetNpmRegistry()}
 }
+
+// InfoProto converts a runtime's declaration for the wire.
+func InfoProto(i Info) *pb.InfoResponse {
+	return &pb.InfoResponse{
+		Name: i.Name, PluginVersion: i.PluginVersion, Language: i.Language,
+		FileExtension: i.FileExtension, RuntimeVersion: i.RuntimeVersion,
+		Capabilities: i.Capabilities, Available: i.Available,
+		UnavailableReason: i.UnavailableReason, Backend: i.Backend,
+		IsolationLevels: i.IsolationLevels, SessionIsolationLevels: i.SessionIsolationLevels,
+	}
+}
+
+// InfoFromProto converts the wire's declaration.
+func InfoFromProto(i *pb.InfoResponse) *Info {
+	return &Info{
+		Name: i.GetName(), PluginVersion: i.GetPluginVersion(), Language: i.GetLanguage(),
+		FileExtension: i.GetFileExtension(), RuntimeVersion: i.GetRuntimeVersion(),
+		Capabilities: i.GetCapabilities(), Available: i.GetAvailable(),
+		UnavailableReason: i.GetUnavailableReason(), Backend: i.GetBackend(),
+		IsolationLevels: i.GetIsolationLevels(), SessionIsolationLevels: i.GetSessionIsolationLevels(),
+	}
+}
+
+// QueryProto converts a cell's query for the wire; id is the call's, which
+// its reply names.
+func QueryProto(id uint64, q Query) *pb.Callback {
+	return &pb.Callback{CallId: id, Kind: q.Kind, Prompts: q.Prompts, Contexts: q.Contexts, HasContext: q.HasContext, Model: q.Model}
+}
+
+// QueryFromProto converts the wire's query.
+func QueryFromProto(c *pb.Callback) Query {
+	return Query{Kind: c.GetKind(), Prompts: c.GetPrompts(), Contexts: c.GetContexts(), HasContext: c.GetHasContext(), Model: c.GetModel()}
+}

@@ -116,3 +116,21 @@ func TestSessionRoundTrip(t *testing.T) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, o)
 	}
 }
+
+func TestInfoRoundTrip(t *testing.T) {
+	i := filled[Info](t)
+	if got := InfoFromProto(InfoProto(i)); !reflect.DeepEqual(*got, i) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", *got, i)
+	}
+}
+
+func TestQueryRoundTrip(t *testing.T) {
+	q := filled[Query](t)
+	c := QueryProto(7, q)
+	if c.GetCallId() != 7 {
+		t.Errorf("call id = %d, want 7", c.GetCallId())
+	}
+	if got := QueryFromProto(c); !reflect.DeepEqual(got, q) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, q)
+	}
+}

@@ -324,7 +324,7 @@ func TestRunServedAsWarmCellOrProxied(t *testing.T) {
 		t.Fatalf("check: %v %v", ok, err)
 	}
 	info, err := rt.Info(ctx)
-	if err != nil || info.GetRuntimeVersion() != "Fake 1.0" || info.GetBackend() != BackendName {
+	if err != nil || info.RuntimeVersion != "Fake 1.0" || info.Backend != BackendName {
 		t.Fatalf("info: %v %v", info, err)
 	}
 }

@@ -22,7 +22,6 @@ import (
 	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/toolpath"
 	"github.com/rlmkit/rlm/internal/install"
 	"github.com/rlmkit/rlm/internal/version"
@@ -103,8 +102,8 @@ func (s *Server) Tool() (toolpath.Tool, error) {
 }
 
 // Info reports what the runtime is and whether it can run here.
-func (s *Server) Info(context.Context) (*pb.InfoResponse, error) {
-	r := &pb.InfoResponse{
+func (s *Server) Info(context.Context) (core.Info, error) {
+	r := core.Info{
 		Name:            s.RT.Name,
 		PluginVersion:   cmp.Or(s.RT.Version, version.String()),
 		Language:        s.RT.Language,

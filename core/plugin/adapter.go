@@ -28,7 +28,7 @@ type server struct {
 	rt Runtime
 
 	mu   sync.Mutex
-	info *pb.InfoResponse // what the runtime declares, once it answered
+	info *core.Info // what the runtime declares, once it answered
 }
 
 // declared is the runtime's Info, asked until it first answers: the
@@ -36,37 +36,46 @@ type server struct {
 // failed Info (a cancelled request's, say) is not kept, so the next
 // request asks again; until then nothing is stamped and only the host's
 // level names pass.
-func (s *server) declared(ctx context.Context) *pb.InfoResponse {
+func (s *server) declared(ctx context.Context) *core.Info {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.info == nil {
-		if info, err := s.rt.Info(ctx); err == nil && info != nil {
-			s.info = info
+		if info, err := s.rt.Info(ctx); err == nil {
+			s.info = &info
 		}
 	}
 	return s.info
 }
 
-func (s *server) backendName(ctx context.Context) string { return s.declared(ctx).GetBackend() }
+func (s *server) backendName(ctx context.Context) string {
+	if info := s.declared(ctx); info != nil {
+		return info.Backend
+	}
+	return ""
+}
 
 // check is CheckRequest with the level names this runtime declares.
 func (s *server) check(ctx context.Context, env map[string]string, l core.Limits) error {
-	info := s.declared(ctx)
-	return CheckRequest(env, l.Isolation, slices.Concat(info.GetIsolationLevels(), info.GetSessionIsolationLevels())...)
+	var declared []string
+	if info := s.declared(ctx); info != nil {
+		declared = slices.Concat(info.IsolationLevels, info.SessionIsolationLevels)
+	}
+	return CheckRequest(env, l.Isolation, declared...)
 }
 
 func (s *server) Info(ctx context.Context, _ *pb.InfoRequest) (*pb.InfoResponse, error) {
 	info, err := s.rt.Info(ctx)
-	if err == nil && info != nil {
-		// The host's own call at launch fills the cache, so that the first
-		// request does not ask again.
-		s.mu.Lock()
-		if s.info == nil {
-			s.info = info
-		}
-		s.mu.Unlock()
+	if err != nil {
+		return nil, toStatus(err)
 	}
-	return info, toStatus(err)
+	// The host's own call at launch fills the cache, so that the first
+	// request does not ask again.
+	s.mu.Lock()
+	if s.info == nil {
+		s.info = &info
+	}
+	s.mu.Unlock()
+	return core.InfoProto(info), nil
 }
 
 func (s *server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error) {

@@ -3,6 +3,7 @@ package plugin_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -29,13 +30,13 @@ type fakeRuntime struct {
 	infos     int // Info calls
 }
 
-func (f *fakeRuntime) Info(context.Context) (*pb.InfoResponse, error) {
+func (f *fakeRuntime) Info(context.Context) (core.Info, error) {
 	f.infos++
 	if f.infoFails > 0 {
 		f.infoFails--
-		return nil, errors.New("not yet")
+		return core.Info{}, errors.New("not yet")
 	}
-	return &pb.InfoResponse{Name: "fake", Backend: "fakebackend", Available: true}, nil
+	return core.Info{Name: "fake", Backend: "fakebackend", Available: true}, nil
 }
 
 func (f *fakeRuntime) Run(_ context.Context, p core.Program) (*core.Result, error) {
@@ -262,5 +263,71 @@ func TestAdapterOpensSessions(t *testing.T) {
 	}
 	if status.Code(err) != codes.Unimplemented {
 		t.Errorf("session on a runtime without sessions: %v, want Unimplemented", err)
+	}
+}
+
+// queryREPL asks the host two queries per cell and prints the answers.
+type queryREPL struct{ echoREPL }
+
+func (queryREPL) Execute(ctx context.Context, _ string, _ time.Duration, cb plugin.CallbackFunc) (*core.Result, error) {
+	a, err := cb(ctx, core.Query{Kind: "llm_query", Prompts: []string{"p1"}, Model: "m"})
+	if err != nil {
+		return nil, err
+	}
+	b, err := cb(ctx, core.Query{Kind: "rlm_query", Prompts: []string{"p2", "p3"}, Contexts: []string{"c2", ""}, HasContext: []bool{true, false}})
+	if err != nil {
+		return nil, err
+	}
+	return &core.Result{Stdout: strings.Join(append(a, b...), ","), EndedBy: ending.Exit}, nil
+}
+
+type queryRuntime struct{ fakeRuntime }
+
+func (*queryRuntime) OpenSession(context.Context, core.SessionOptions) (*plugin.Session, error) {
+	return &plugin.Session{REPL: queryREPL{}}, nil
+}
+
+// A cell's queries reach the client as the wire's Callback, each with its
+// own call id (the adapter numbers them), and the replies, matched by id,
+// reach the cell.
+func TestAdapterForwardsQueries(t *testing.T) {
+	stream, _ := session(t, plugin.NewServer(&queryRuntime{}), &pb.OpenSession{})
+	if err := stream.Send(&pb.SessionRequest{Msg: &pb.SessionRequest_Execute{Execute: &pb.Execute{Id: 1, Code: []byte("x")}}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	ids := map[uint64]bool{}
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := m.GetResult(); r != nil {
+			if out := string(r.GetResult().GetStdout()); out != "A:p1,A:p2,A:p3" {
+				t.Errorf("cell printed %q, want the answers in order", out)
+			}
+			break
+		}
+		cb := m.GetCallback()
+		if cb == nil {
+			t.Fatalf("unexpected message %v", m)
+		}
+		if ids[cb.GetCallId()] {
+			t.Errorf("call id %d repeats", cb.GetCallId())
+		}
+		ids[cb.GetCallId()] = true
+		got = append(got, fmt.Sprintf("%s %q %q %v %q", cb.GetKind(), cb.GetPrompts(), cb.GetContexts(), cb.GetHasContext(), cb.GetModel()))
+		answers := make([]string, len(cb.GetPrompts()))
+		for i, p := range cb.GetPrompts() {
+			answers[i] = "A:" + p
+		}
+		reply := &pb.CallbackReply{CallId: cb.GetCallId(), Results: answers}
+		if err := stream.Send(&pb.SessionRequest{Msg: &pb.SessionRequest_CallbackReply{CallbackReply: reply}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{`llm_query ["p1"] [] [] "m"`, `rlm_query ["p2" "p3"] ["c2" ""] [true false] ""`}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("callbacks:\n%q\nwant\n%q", got, want)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/rlmkit/rlm/core"
-	pb "github.com/rlmkit/rlm/core/proto"
 )
 
 // Runtime is what a plugin implements; Serve puts the one gRPC adapter
@@ -26,14 +25,14 @@ import (
 // Requests and results are core's types (core.Program, core.Result,
 // core.SessionOptions); the adapter translates the wire's messages with
 // core/translate.go, the one place that does, so a runtime never sees
-// core/proto except for its Info.
+// core/proto.
 type Runtime interface {
 	// Info says what the runtime is and whether it can run here. The host
 	// asks it when it starts the plugin, and the adapter keeps the first
 	// answer for its checks and stamps (asking again while Info fails), so
 	// it should answer at once (a missing tool is UnavailableReason, not an
 	// error).
-	Info(ctx context.Context) (*pb.InfoResponse, error)
+	Info(ctx context.Context) (core.Info, error)
 	// Run executes one program, already checked by CheckRequest. Its
 	// Limits.Isolation is the level the host resolved ("" for the
 	// runtime's default).

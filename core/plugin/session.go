@@ -17,9 +17,10 @@ import (
 )
 
 // CallbackFunc forwards a cell's llm_query / rlm_query to the session's
-// client and returns one answer per prompt. It is an alias so that a
-// runtime's own callback type can be one too, with no conversion.
-type CallbackFunc = func(ctx context.Context, cb *pb.Callback) ([]string, error)
+// client and returns one answer per prompt (a runtime hands a guest only
+// answers that pass core.Query's CheckAnswers). It is an alias so that a runtime's own callback type can
+// be one too, with no conversion.
+type CallbackFunc = func(ctx context.Context, q core.Query) ([]string, error)
 
 // REPL is what a runtime needs to provide for ServeSession to serve its
 // Session RPC: a live interpreter that runs one cell at a time.
@@ -95,9 +96,10 @@ type sessionServer struct {
 	repl   REPL
 	opts   SessionOptions
 
-	sendMu  sync.Mutex
-	mu      sync.Mutex
-	replies map[uint64]chan *pb.CallbackReply
+	sendMu   sync.Mutex
+	mu       sync.Mutex
+	replies  map[uint64]chan *pb.CallbackReply
+	nextCall uint64 // the last callback's id
 }
 
 func (ss *sessionServer) send(m *pb.SessionResponse) error {
@@ -216,12 +218,14 @@ func (ss *sessionServer) dir() string {
 
 // callback forwards a cell's model query to the client and waits for its
 // reply on the same stream.
-func (ss *sessionServer) callback(ctx context.Context, cb *pb.Callback) ([]string, error) {
+func (ss *sessionServer) callback(ctx context.Context, q core.Query) ([]string, error) {
 	ch := make(chan *pb.CallbackReply, 1)
 	ss.mu.Lock()
-	ss.replies[cb.GetCallId()] = ch
+	ss.nextCall++
+	id := ss.nextCall
+	ss.replies[id] = ch
 	ss.mu.Unlock()
-	if err := ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Callback{Callback: cb}}); err != nil {
+	if err := ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Callback{Callback: core.QueryProto(id, q)}}); err != nil {
 		return nil, err
 	}
 	select {
@@ -232,7 +236,7 @@ func (ss *sessionServer) callback(ctx context.Context, cb *pb.Callback) ([]strin
 		return r.GetResults(), nil
 	case <-ctx.Done():
 		ss.mu.Lock()
-		delete(ss.replies, cb.GetCallId())
+		delete(ss.replies, id)
 		ss.mu.Unlock()
 		return nil, ctx.Err()
 	case <-ss.stream.Context().Done():

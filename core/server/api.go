@@ -289,9 +289,9 @@ func (s *Server) Runtimes(ctx context.Context) []RuntimeInfo {
 			ri.Error = err.Error()
 		}
 		if info := s.slots[m].current(); info != nil {
-			ri.RuntimeVersion, ri.PluginVersion = info.GetRuntimeVersion(), info.GetPluginVersion()
-			ri.FileExtension, ri.Backend = info.GetFileExtension(), info.GetBackend()
-			ri.Capabilities = append(ri.Capabilities, info.GetCapabilities()...)
+			ri.RuntimeVersion, ri.PluginVersion = info.RuntimeVersion, info.PluginVersion
+			ri.FileExtension, ri.Backend = info.FileExtension, info.Backend
+			ri.Capabilities = append(ri.Capabilities, info.Capabilities...)
 		}
 		out = append(out, ri)
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/internal/distinct"
 )
 
@@ -58,7 +57,7 @@ type runtimeSlot struct {
 	mu       sync.Mutex
 	rt       *core.Runtime
 	gen      int
-	info     *pb.InfoResponse
+	info     *core.Info
 	closed   bool
 	restarts int
 	// onRestart is called after a relaunch that replaced a dead runtime.
@@ -92,9 +91,9 @@ func (s *runtimeSlot) get(ctx context.Context) (*core.Runtime, int, error) {
 		rt.Close()
 		return nil, 0, fmt.Errorf("%s runtime: %w", s.name, err)
 	}
-	if !info.GetAvailable() {
+	if !info.Available {
 		rt.Close()
-		return nil, 0, fmt.Errorf("%s runtime unavailable: %s", s.name, info.GetUnavailableReason())
+		return nil, 0, fmt.Errorf("%s runtime unavailable: %s", s.name, info.UnavailableReason)
 	}
 	if s.gen > 0 {
 		s.restarts++
@@ -118,7 +117,7 @@ func (s *runtimeSlot) lost(gen int) {
 }
 
 // current is the last Info, or nil.
-func (s *runtimeSlot) current() *pb.InfoResponse {
+func (s *runtimeSlot) current() *core.Info {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.info
@@ -203,9 +202,9 @@ func withRuntime[T any](ctx context.Context, s *runtimeSlot, call func(*core.Run
 // here. With no modes it detects the first available runtime in
 // DetectOrder. The errors name the mode and the reason, e.g.
 // "mode=golang but 'go' not found in PATH".
-func OpenModes(ctx context.Context, open Opener, modes []string) ([]string, map[string]*core.Runtime, map[string]*pb.InfoResponse, error) {
+func OpenModes(ctx context.Context, open Opener, modes []string) ([]string, map[string]*core.Runtime, map[string]*core.Info, error) {
 	rts := map[string]*core.Runtime{}
-	infos := map[string]*pb.InfoResponse{}
+	infos := map[string]*core.Info{}
 	closeAll := func() {
 		for _, rt := range rts {
 			rt.Close()
@@ -236,7 +235,7 @@ func OpenModes(ctx context.Context, open Opener, modes []string) ([]string, map[
 	return modes, rts, infos, nil
 }
 
-func probe(ctx context.Context, open Opener, name string) (*core.Runtime, *pb.InfoResponse, error) {
+func probe(ctx context.Context, open Opener, name string) (*core.Runtime, *core.Info, error) {
 	rt, err := open(ctx, name)
 	if err != nil {
 		return nil, nil, err
@@ -246,9 +245,9 @@ func probe(ctx context.Context, open Opener, name string) (*core.Runtime, *pb.In
 		rt.Close()
 		return nil, nil, err
 	}
-	if !info.GetAvailable() {
+	if !info.Available {
 		rt.Close()
-		reason := info.GetUnavailableReason()
+		reason := info.UnavailableReason
 		if reason == "" {
 			reason = "its plugin says it is unavailable"
 		}

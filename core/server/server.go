@@ -412,7 +412,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	for i, m := range s.cfg.Modes {
 		err := s.slots[m].ping(ctx)
 		if info := s.slots[m].current(); info != nil {
-			h.Runtimes[m] = info.GetRuntimeVersion()
+			h.Runtimes[m] = info.RuntimeVersion
 			h.RuntimeIsolation[m] = s.slots[m].isolation(s.cfg.Limits.Isolation)
 		}
 		if err != nil && i == 0 {

@@ -19,7 +19,7 @@
 //   - core/toolpath finds perl and caches its version.
 //
 // A plugin that runs programs some other way must declare only the levels
-// it enforces itself in InfoResponse.isolation_levels (see docs/plugins.md).
+// it enforces itself in core.Info.IsolationLevels (see docs/plugins.md).
 //
 // Build it and put it where rlm looks for plugins:
 //

@@ -7,7 +7,6 @@ package catalog
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,14 +19,14 @@ import (
 // Fingerprint is what a plugin said about itself when it was launched.
 type Fingerprint struct {
 	// Info is the plugin's answer; nil when Err is set.
-	Info *pb.InfoResponse
+	Info *core.Info
 	// Err says why there is no Info: the plugin failed to start, or did
 	// not answer.
 	Err error
 }
 
 // Available reports whether the plugin can run its runtime here.
-func (f Fingerprint) Available() bool { return f.Err == nil && f.Info.GetAvailable() }
+func (f Fingerprint) Available() bool { return f.Err == nil && f.Info != nil && f.Info.Available }
 
 // Reason says why the plugin is unavailable: the first line of the error
 // that kept it from answering, or the reason it gave.
@@ -35,19 +34,22 @@ func (f Fingerprint) Reason() string {
 	if f.Err != nil {
 		return firstLine(f.Err.Error())
 	}
-	return f.Info.GetUnavailableReason()
+	if f.Info == nil {
+		return ""
+	}
+	return f.Info.UnavailableReason
 }
 
 // Sessions reports whether the plugin offers REPL sessions.
-func (f Fingerprint) Sessions() bool { return slices.Contains(f.Info.GetCapabilities(), "repl") }
+func (f Fingerprint) Sessions() bool { return f.Info.Has("repl") }
 
 // Isolation is the levels the plugin declares for its programs
-// (core.DeclaredLevels); nil when it did not answer.
+// (core.Info.Declared); nil when it did not answer.
 func (f Fingerprint) Isolation() []string {
 	if f.Info == nil {
 		return nil
 	}
-	return core.DeclaredLevels(f.Info, false)
+	return f.Info.Declared(false)
 }
 
 // SessionIsolation is the levels it declares for its sessions; nil for a
@@ -56,7 +58,7 @@ func (f Fingerprint) SessionIsolation() []string {
 	if !f.Sessions() {
 		return nil
 	}
-	return core.DeclaredLevels(f.Info, true)
+	return f.Info.Declared(true)
 }
 
 // Launched is a running plugin and its fingerprint; the caller kills it.
@@ -87,7 +89,7 @@ func fingerprint(ctx context.Context, p *launch.Plugin, runtime string) Fingerpr
 	if err != nil {
 		return Fingerprint{Err: err}
 	}
-	return Fingerprint{Info: info}
+	return Fingerprint{Info: core.InfoFromProto(info)}
 }
 
 // Entry is one plugin of a listing.

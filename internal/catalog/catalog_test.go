@@ -76,7 +76,7 @@ func TestList(t *testing.T) {
 	}
 
 	good := byName["good"]
-	if !good.Available() || good.Reason() != "" || good.Info.GetPluginVersion() != "1.2" || good.Info.GetName() != "good" {
+	if !good.Available() || good.Reason() != "" || good.Info.PluginVersion != "1.2" || good.Info.Name != "good" {
 		t.Errorf("good: %+v", good)
 	}
 	if !good.Sessions() || !slices.Equal(good.Isolation(), []string{"none", "process"}) || !slices.Equal(good.SessionIsolation(), []string{"none"}) {
@@ -108,7 +108,7 @@ func TestOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Kill()
-	if !p.Available() || p.Info.GetName() != "python" {
+	if !p.Available() || p.Info.Name != "python" {
 		t.Errorf("fingerprint: %+v", p.Fingerprint)
 	}
 	if _, err := p.Client.Info(context.Background(), &pb.InfoRequest{}); err != nil {

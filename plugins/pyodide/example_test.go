@@ -6,7 +6,7 @@ import (
 	"log"
 	"time"
 
-	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/plugins/pyodide"
 )
 
@@ -45,7 +45,7 @@ func ExampleRunner_OpenSession() {
 
 	s, err := r.OpenSession(ctx, pyodide.SessionSpec{
 		Context: []byte("a long document"),
-		Callback: func(ctx context.Context, cb *pb.Callback) ([]string, error) {
+		Callback: func(ctx context.Context, cb core.Query) ([]string, error) {
 			return []string{"an answer"}, nil // call a model here, once per cb.Prompts
 		},
 	})

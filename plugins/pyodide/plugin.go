@@ -15,7 +15,6 @@ import (
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/internal/version"
 )
 
@@ -37,8 +36,8 @@ func (s *Server) get(ctx context.Context) (*Runner, error) {
 
 // Info reports the runtime; without a python.wasm it is unavailable and says
 // how to build one.
-func (s *Server) Info(ctx context.Context) (*pb.InfoResponse, error) {
-	r := &pb.InfoResponse{
+func (s *Server) Info(ctx context.Context) (core.Info, error) {
+	r := core.Info{
 		Name: "pyodide", PluginVersion: version.String(), Language: "python", FileExtension: ".py",
 		Capabilities: []string{"repl", "program", "fuel", "files", "check"}, Backend: "pyodide",
 		IsolationLevels: []string{"wasm"},

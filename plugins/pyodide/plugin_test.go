@@ -73,7 +73,7 @@ var cell = sessiontest.Execute
 func TestPluginSession(t *testing.T) {
 	rt := startRuntime(t)
 	info, err := rt.Info(context.Background())
-	if err != nil || !strings.Contains(strings.Join(info.GetCapabilities(), ","), "repl") {
+	if err != nil || !strings.Contains(strings.Join(info.Capabilities, ","), "repl") {
 		t.Fatalf("info: %v %v", info, err)
 	}
 	var rec sessiontest.Recorder

@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin"
-	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/internal/capbuf"
 	"github.com/rlmkit/rlm/plugins/internal/pycell"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/chanfs"
@@ -92,7 +92,6 @@ type Session struct {
 	// cancelCell stops the running cell (Interrupt); nil between cells.
 	cancelMu   sync.Mutex
 	cancelCell context.CancelFunc
-	callIDs    atomic.Uint64
 }
 
 // instance is one running driver.
@@ -478,11 +477,10 @@ func (s *Session) answer(ctx context.Context, inst *instance, m *guestMsg, cb Ca
 	if cb == nil {
 		reply["error"] = kind + " is not available: this session has no LLM configured"
 	} else {
-		req := &pb.Callback{CallId: s.callIDs.Add(1), Kind: kind, Prompts: m.Prompts,
-			Contexts: m.Contexts, HasContext: m.HasContext, Model: m.Model}
-		results, err := cb(ctx, req)
-		if err == nil && len(results) != len(req.Prompts) {
-			err = fmt.Errorf("%s: the host returned %d results for %d prompts", kind, len(results), len(req.Prompts))
+		q := core.Query{Kind: kind, Prompts: m.Prompts, Contexts: m.Contexts, HasContext: m.HasContext, Model: m.Model}
+		results, err := cb(ctx, q)
+		if err == nil {
+			err = q.CheckAnswers(results)
 		}
 		if err != nil {
 			reply["error"] = err.Error()

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
-	pb "github.com/rlmkit/rlm/core/proto"
 )
 
 func openSession(t *testing.T, spec SessionSpec) *Session {
@@ -99,8 +99,8 @@ func TestSessionErrorsKeepTheLoopAlive(t *testing.T) {
 }
 
 func TestSessionCallbacks(t *testing.T) {
-	var calls []*pb.Callback
-	s := openSession(t, SessionSpec{Context: []byte("the big context"), Callback: func(ctx context.Context, cb *pb.Callback) ([]string, error) {
+	var calls []core.Query
+	s := openSession(t, SessionSpec{Context: []byte("the big context"), Callback: func(ctx context.Context, cb core.Query) ([]string, error) {
 		calls = append(calls, cb)
 		if len(cb.Prompts) == 1 && cb.Prompts[0] == "fail" {
 			return nil, errors.New("model unavailable")
@@ -129,7 +129,7 @@ func TestSessionCallbacks(t *testing.T) {
 		t.Fatalf("value = %q", res.Value)
 	}
 	// A per-cell callback replaces the session's.
-	res = cell(t, s, CellSpec{Code: "llm_query('x')", Callback: func(context.Context, *pb.Callback) ([]string, error) { return []string{"cell's"}, nil }})
+	res = cell(t, s, CellSpec{Code: "llm_query('x')", Callback: func(context.Context, core.Query) ([]string, error) { return []string{"cell's"}, nil }})
 	if res.Value != `"cell's"` {
 		dump(t, res)
 		t.Fatalf("per-cell callback: value = %q", res.Value)
@@ -149,9 +149,6 @@ func TestSessionCallbacks(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("callbacks:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	if ids := []uint64{calls[0].CallId, calls[1].CallId}; ids[0] == ids[1] {
-		t.Fatalf("call ids repeat: %v", ids)
 	}
 }
 

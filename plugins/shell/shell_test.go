@@ -70,12 +70,12 @@ func TestInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !info.GetAvailable() || !strings.HasPrefix(info.GetRuntimeVersion(), "GNU bash, version ") {
+	if !info.Available || !strings.HasPrefix(info.RuntimeVersion, "GNU bash, version ") {
 		t.Errorf("info %v", info)
 	}
 	t.Setenv("PATH", t.TempDir())
 	info, _ = New().Info(context.Background())
-	if info.GetAvailable() || info.GetUnavailableReason() != "'bash' not found in PATH" {
-		t.Errorf("without bash: available=%v reason=%q", info.GetAvailable(), info.GetUnavailableReason())
+	if info.Available || info.UnavailableReason != "'bash' not found in PATH" {
+		t.Errorf("without bash: available=%v reason=%q", info.Available, info.UnavailableReason)
 	}
 }

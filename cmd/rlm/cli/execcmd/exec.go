@@ -445,14 +445,14 @@ func ready(ctx context.Context, rt *core.Runtime, o *Options, p core.Program) er
 	if err != nil {
 		return nil // Run reports it
 	}
-	if !info.GetAvailable() {
-		err := fmt.Errorf("runtime %s is not available here: %s", o.Runtime, info.GetUnavailableReason())
+	if !info.Available {
+		err := fmt.Errorf("runtime %s is not available here: %s", o.Runtime, info.UnavailableReason)
 		if rt.Backend == backend.Pyodide {
 			return cmdutil.Usage(err)
 		}
 		return &cmdutil.ExitError{Code: cmdutil.ExitNoRuntime, Err: err}
 	}
-	if ext := info.GetFileExtension(); ext != "" {
+	if ext := info.FileExtension; ext != "" {
 		code := "main" + ext
 		if !strings.HasPrefix(ext, ".") {
 			code = "main." + ext

@@ -22,7 +22,7 @@ type Row struct {
 	Available      bool   `json:"available"`
 	Reason         string `json:"reason,omitempty"`
 	// Isolation and SessionIsolation are the levels the plugin declares
-	// for its programs and its REPL sessions (core.DeclaredLevels): the
+	// for its programs and its REPL sessions (core.Info.Declared): the
 	// only ones rlm runs it at.
 	Isolation        []string `json:"isolation,omitempty"`
 	SessionIsolation []string `json:"session_isolation,omitempty"`
@@ -70,8 +70,11 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 func toRows(entries []catalog.Entry) []Row {
 	rows := make([]Row, len(entries))
 	for i, e := range entries {
-		rows[i] = Row{Name: e.Name, Path: e.Path, Version: e.Info.GetPluginVersion(), RuntimeVersion: e.Info.GetRuntimeVersion(),
-			Available: e.Available(), Reason: e.Reason(), Isolation: e.Isolation(), SessionIsolation: e.SessionIsolation()}
+		rows[i] = Row{Name: e.Name, Path: e.Path, Available: e.Available(), Reason: e.Reason(),
+			Isolation: e.Isolation(), SessionIsolation: e.SessionIsolation()}
+		if e.Info != nil {
+			rows[i].Version, rows[i].RuntimeVersion = e.Info.PluginVersion, e.Info.RuntimeVersion
+		}
 	}
 	return rows
 }

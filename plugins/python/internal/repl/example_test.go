@@ -3,11 +3,10 @@ package repl_test
 import (
 	"context"
 	"fmt"
-	"github.com/rlmkit/rlm/core"
 	"strings"
 	"time"
 
-	"github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/internal/proctree"
 	"github.com/rlmkit/rlm/plugins/python/internal/repl"
 )
@@ -28,7 +27,7 @@ func Example() {
 	}
 	defer p.Close()
 
-	answer := func(ctx context.Context, cb *proto.Callback) ([]string, error) {
+	answer := func(ctx context.Context, cb core.Query) ([]string, error) {
 		out := make([]string, len(cb.Prompts)) // run batched prompts concurrently in real code
 		for i, prompt := range cb.Prompts {
 			out[i] = strings.ToUpper(prompt)

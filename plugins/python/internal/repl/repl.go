@@ -77,7 +77,6 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core/defaults"
-	"github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/internal/capbuf"
 )
 
@@ -130,7 +129,7 @@ const (
 // cancelled when the cell is interrupted or ends.
 //
 // It is an alias, so a Process satisfies core/plugin.REPL as it is.
-type CallbackFunc = func(ctx context.Context, cb *proto.Callback) (results []string, err error)
+type CallbackFunc = func(ctx context.Context, q core.Query) (results []string, err error)
 
 // ErrClosed is returned by calls on a closed Process.
 var ErrClosed = errors.New("repl: session closed")
@@ -152,9 +151,7 @@ type Process struct {
 	d      *inst      // nil after a failed restart or Close
 	cell   int
 	nextID uint64
-
 	pid    atomic.Int64
-	callID atomic.Uint64
 
 	stateMu   sync.Mutex
 	version   string
@@ -585,8 +582,7 @@ func (p *Process) callback(ctx context.Context, d *inst, m *rpcMsg, cb CallbackF
 		replyErr(kind + " is not available: this session has no LLM configured")
 		return
 	}
-	req := &proto.Callback{
-		CallId:     p.callID.Add(1),
+	req := core.Query{
 		Kind:       params.Kind,
 		Prompts:    params.Prompts,
 		Contexts:   params.Contexts,
@@ -606,8 +602,8 @@ func (p *Process) callback(ctx context.Context, d *inst, m *rpcMsg, cb CallbackF
 			}()
 			results, err = cb(ctx, req)
 		}()
-		if err == nil && len(results) != len(req.Prompts) {
-			err = fmt.Errorf("%s: the host returned %d results for %d prompts", req.Kind, len(results), len(req.Prompts))
+		if err == nil {
+			err = req.CheckAnswers(results)
 		}
 		if err != nil {
 			replyErr(err.Error())

@@ -21,7 +21,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/internal/capbuf"
 	"github.com/rlmkit/rlm/internal/proctree"
 	"golang.org/x/sys/unix"
@@ -349,8 +348,8 @@ func TestSystemExit(t *testing.T) {
 func TestCallbacks(t *testing.T) {
 	p := start(t, Config{Context: &core.Context{Data: []byte("the big context"), Kind: "text"}})
 	var mu sync.Mutex
-	var got []*proto.Callback
-	cb := func(ctx context.Context, c *proto.Callback) ([]string, error) {
+	var got []core.Query
+	cb := func(ctx context.Context, c core.Query) ([]string, error) {
 		mu.Lock()
 		got = append(got, c)
 		mu.Unlock()
@@ -407,9 +406,9 @@ func TestNoCallbackConfigured(t *testing.T) {
 		t.Fatalf("exit %d error %q", res.ExitCode, res.Error)
 	}
 	// rlm_query without any context: has_context false
-	var c *proto.Callback
-	runT(t, p, "rlm_query('t')", 10*time.Second, func(_ context.Context, cb *proto.Callback) ([]string, error) {
-		c = cb
+	var c *core.Query
+	runT(t, p, "rlm_query('t')", 10*time.Second, func(_ context.Context, cb core.Query) ([]string, error) {
+		c = &cb
 		return []string{"r"}, nil
 	})
 	if c == nil || len(c.HasContext) != 1 || c.HasContext[0] {
@@ -421,7 +420,7 @@ func TestCallbackFromThreadsAndWrongCount(t *testing.T) {
 	p := start(t, Config{})
 	var n sync.Mutex
 	calls := 0
-	cb := func(_ context.Context, c *proto.Callback) ([]string, error) {
+	cb := func(_ context.Context, c core.Query) ([]string, error) {
 		n.Lock()
 		calls++
 		n.Unlock()
@@ -618,7 +617,7 @@ if pid == 0:
     except LLMQueryError as e:
         print("child:", e, flush=True)
     os._exit(0)
-os.waitpid(pid, 0)`, 30*time.Second, func(context.Context, *proto.Callback) ([]string, error) { return []string{"r"}, nil })
+os.waitpid(pid, 0)`, 30*time.Second, func(context.Context, core.Query) ([]string, error) { return []string{"r"}, nil })
 	if got := string(res.Stdout); got != "child: llm_query is not available in a forked child process\n" {
 		t.Fatalf("fork callback: %q %q", got, res.Stderr)
 	}
@@ -783,7 +782,7 @@ func TestContextCancel(t *testing.T) {
 func TestTimeoutDuringCallbackCancelsIt(t *testing.T) {
 	p := start(t, Config{})
 	res := runT(t, p, "x = 5\ntry:\n    llm_query('slow')\nexcept LLMQueryError as e:\n    print('E', e)", 300*time.Millisecond,
-		func(ctx context.Context, _ *proto.Callback) ([]string, error) {
+		func(ctx context.Context, _ core.Query) ([]string, error) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})
