@@ -312,35 +312,65 @@ func (c Config) validate(path string) error {
 }
 
 func (l Limits) validate(src string) error {
-	switch {
-	case l.Isolation != "auto" && l.Isolation != "none" && l.Isolation != "process" && l.Isolation != "namespace":
-		return &Error{Source: src, Key: "limits.isolation", Msg: fmt.Sprintf("%q is not an isolation level: use auto, none, process or namespace", l.Isolation)}
-	case l.Memory < 0:
-		return &Error{Source: src, Key: "limits.memory", Msg: "must not be negative (0 means no cap)"}
-	case l.MaxProcesses < 0:
-		return &Error{Source: src, Key: "limits.max_processes", Msg: "must not be negative (0 means no cap)"}
-	case l.MaxDisk < 0:
-		return &Error{Source: src, Key: "limits.max_disk", Msg: "must not be negative (0 means no cap)"}
-	case l.CPU < 0:
-		return &Error{Source: src, Key: "limits.cpu", Msg: "must not be negative (0 means no cap)"}
+	if err := checkIsolation(src, "limits.isolation", l.Isolation); err != nil {
+		return err
+	}
+	const noCap = "0 means no cap"
+	return checkNonNegative(src,
+		nonNegative{"limits.memory", int64(l.Memory), noCap},
+		nonNegative{"limits.max_processes", l.MaxProcesses, noCap},
+		nonNegative{"limits.max_disk", int64(l.MaxDisk), noCap},
+		nonNegative{"limits.cpu", int64(l.CPU), noCap},
+	)
+}
+
+func (s Serve) validate(src string) error {
+	if err := checkIsolation(src, "serve.isolation", s.Isolation); err != nil {
+		return err
+	}
+	if err := checkNonNegative(src,
+		nonNegative{"serve.max_concurrent", int64(s.MaxConcurrent), "0 means the number of CPUs"},
+		nonNegative{"serve.queue", int64(s.Queue), ""},
+		nonNegative{"serve.max_sessions", int64(s.MaxSessions), ""},
+		nonNegative{"serve.warm_sessions", int64(s.WarmSessions), "0 keeps none"},
+	); err != nil {
+		return err
+	}
+	if s.LogFormat != "text" && s.LogFormat != "json" {
+		return &Error{Source: src, Key: "serve.log_format", Msg: fmt.Sprintf("%q is not a log format: use text or json", s.LogFormat)}
 	}
 	return nil
 }
 
-func (s Serve) validate(src string) error {
-	switch {
-	case s.Isolation != "auto" && s.Isolation != "none" && s.Isolation != "process" && s.Isolation != "namespace":
-		return &Error{Source: src, Key: "serve.isolation", Msg: fmt.Sprintf("%q is not an isolation level: use auto, none, process or namespace", s.Isolation)}
-	case s.MaxConcurrent < 0:
-		return &Error{Source: src, Key: "serve.max_concurrent", Msg: "must not be negative (0 means the number of CPUs)"}
-	case s.Queue < 0:
-		return &Error{Source: src, Key: "serve.queue", Msg: "must not be negative"}
-	case s.MaxSessions < 0:
-		return &Error{Source: src, Key: "serve.max_sessions", Msg: "must not be negative"}
-	case s.WarmSessions < 0:
-		return &Error{Source: src, Key: "serve.warm_sessions", Msg: "must not be negative (0 keeps none)"}
-	case s.LogFormat != "text" && s.LogFormat != "json":
-		return &Error{Source: src, Key: "serve.log_format", Msg: fmt.Sprintf("%q is not a log format: use text or json", s.LogFormat)}
+// checkIsolation refuses an isolation level ([limits] or [serve]) that is
+// not one of auto, none, process or namespace.
+func checkIsolation(src, key, level string) error {
+	switch level {
+	case "auto", "none", "process", "namespace":
+		return nil
+	}
+	return &Error{Source: src, Key: key, Msg: fmt.Sprintf("%q is not an isolation level: use auto, none, process or namespace", level)}
+}
+
+// nonNegative is a number that must not be below 0; zero, when set, says
+// what 0 means.
+type nonNegative struct {
+	key  string
+	n    int64
+	zero string
+}
+
+// checkNonNegative refuses the first of fields that is negative.
+func checkNonNegative(src string, fields ...nonNegative) error {
+	for _, f := range fields {
+		if f.n >= 0 {
+			continue
+		}
+		msg := "must not be negative"
+		if f.zero != "" {
+			msg += " (" + f.zero + ")"
+		}
+		return &Error{Source: src, Key: f.key, Msg: msg}
 	}
 	return nil
 }

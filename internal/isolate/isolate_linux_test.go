@@ -13,12 +13,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rlmkit/rlm/core/ending"
+	"github.com/rlmkit/rlm/internal/testutil"
 )
 
 var limitedLevels = []Level{LevelProcess, LevelNamespace}
@@ -726,31 +726,23 @@ func TestNoLeaks(t *testing.T) {
 			t.Fatalf("run %d:\n%s", i, r)
 		}
 	}
-	var wg sync.WaitGroup
-	errs := make(chan string, 16)
-	for i := 0; i < 16; i++ {
-		s := spec()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := Command(context.Background(), s)
-			if err != nil {
-				errs <- err.Error()
-				return
-			}
-			defer c.Cleanup()
-			var out strings.Builder
-			c.Stdout = &out
-			if err := c.Run(); err != nil || c.Outcome().ExitCode != 7 || !strings.Contains(out.String(), "TOKEN") {
-				errs <- fmt.Sprintf("err=%v outcome=%+v out=%q", err, c.Outcome(), out.String())
-			}
-		}()
+	specs := make([]Spec, 16)
+	for i := range specs {
+		specs[i] = spec()
 	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Error(e)
-	}
+	testutil.Concurrently(t, len(specs), func(i int) string {
+		c, err := Command(context.Background(), specs[i])
+		if err != nil {
+			return err.Error()
+		}
+		defer c.Cleanup()
+		var out strings.Builder
+		c.Stdout = &out
+		if err := c.Run(); err != nil || c.Outcome().ExitCode != 7 || !strings.Contains(out.String(), "TOKEN") {
+			return fmt.Sprintf("err=%v outcome=%+v out=%q", err, c.Outcome(), out.String())
+		}
+		return ""
+	})
 	var after leakState
 	if !eventually(2*time.Second, func() bool { after = currentLeakState(t); return after.same(before) }) {
 		t.Fatalf("leaked:\nbefore:\n%s\nafter:\n%s", before, after)

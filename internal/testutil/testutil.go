@@ -1,7 +1,8 @@
 // Package testutil holds the helpers that the tests of several packages
 // would otherwise each write again: a buffer safe to log into from many
 // goroutines, a TestMain that builds binaries once for a package's tests,
-// and a look at this process's children. Only tests import it; a plugin's
+// a look at this process's children, and running a check on many
+// goroutines at once (Concurrently). Only tests import it; a plugin's
 // own code never does, so plugins stay free of it.
 package testutil
 

@@ -72,6 +72,16 @@ func dump(t *testing.T, res *Result) {
 		res.EndedBy, res.ExitCode, res.Error, res.FuelConsumed, res.DurationMS, res.Stdout, res.Stderr)
 }
 
+// wantStopped fails the test unless res is a failed run that the given
+// reason ended, with the Python exception exc in its stderr.
+func wantStopped(t *testing.T, res *Result, reason ending.Reason, exc string) {
+	t.Helper()
+	if res.Success || res.EndedBy != reason || !bytes.Contains(res.Stderr, []byte(exc)) {
+		dump(t, res)
+		t.Fatalf("expected a failed run ended by %s with %s", reason, exc)
+	}
+}
+
 func TestHello(t *testing.T) {
 	ws := t.TempDir()
 	// A fixed hash seed makes the interpreter's work, and so its fuel, repeatable.
@@ -186,10 +196,7 @@ func TestFuelExhaustion(t *testing.T) {
 	// The seed's budget: 100 000 units is less than interpreter start-up
 	// (~1.5 million), so the program is stopped before it even begins.
 	res := run(t, RunSpec{Code: "while True: pass", Fuel: 100_000})
-	if res.Success || res.EndedBy != ending.Fuel || !bytes.Contains(res.Stderr, []byte("OutOfFuel")) {
-		dump(t, res)
-		t.Fatal("expected OutOfFuel")
-	}
+	wantStopped(t, res, ending.Fuel, "OutOfFuel")
 	if res.FuelConsumed != 100_000 {
 		t.Errorf("fuel_consumed = %d, want the whole budget", res.FuelConsumed)
 	}
@@ -206,10 +213,7 @@ func TestFuelExhaustion(t *testing.T) {
 
 func TestMemoryLimit(t *testing.T) {
 	res := run(t, RunSpec{Code: "print('before')\nx = 'a' * 100_000_000\nprint('after')", MemoryBytes: 64_000_000})
-	if res.Success || res.EndedBy != ending.MemoryLimit || !bytes.Contains(res.Stderr, []byte("MemoryError")) {
-		dump(t, res)
-		t.Fatal("expected a clean MemoryError")
-	}
+	wantStopped(t, res, ending.MemoryLimit, "MemoryError")
 	if string(res.Stdout) != "before\n" || res.MemoryUsedBytes > 64_000_000 {
 		dump(t, res)
 		t.Fatalf("memory_used_bytes = %d over the 64 MB cap, or stdout wrong", res.MemoryUsedBytes)
@@ -441,10 +445,7 @@ func TestTimeout(t *testing.T) {
 			start := time.Now()
 			res := run(t, RunSpec{Code: tc.code, Timeout: time.Second, Fuel: -1})
 			el := time.Since(start)
-			if res.Success || res.EndedBy != ending.Timeout || !bytes.Contains(res.Stderr, []byte("TimeoutError")) {
-				dump(t, res)
-				t.Fatal("expected a timeout")
-			}
+			wantStopped(t, res, ending.Timeout, "TimeoutError")
 			if string(res.Stdout) != "sleeping\n" {
 				dump(t, res)
 				t.Fatal("output before the timeout lost")
@@ -472,27 +473,16 @@ func TestCancel(t *testing.T) {
 
 func TestConcurrentRuns(t *testing.T) {
 	r := runner(t)
-	var wg sync.WaitGroup
-	errs := make(chan string, 4)
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			res, err := r.Run(context.Background(), RunSpec{Code: "import sys; print(sum(range(int(sys.argv[1]))))", Args: []string{"1000"}})
-			if err != nil {
-				errs <- err.Error()
-				return
-			}
-			if string(res.Stdout) != "499500\n" {
-				errs <- string(res.Stdout) + string(res.Stderr)
-			}
-		}(i)
-	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Error(e)
-	}
+	testutil.Concurrently(t, 4, func(int) string {
+		res, err := r.Run(context.Background(), RunSpec{Code: "import sys; print(sum(range(int(sys.argv[1]))))", Args: []string{"1000"}})
+		if err != nil {
+			return err.Error()
+		}
+		if string(res.Stdout) != "499500\n" {
+			return string(res.Stdout) + string(res.Stderr)
+		}
+		return ""
+	})
 }
 
 func TestRuntimeVersion(t *testing.T) {

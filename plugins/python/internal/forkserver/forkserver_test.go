@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/program"
 	"github.com/rlmkit/rlm/internal/proctree"
+	"github.com/rlmkit/rlm/internal/testutil"
 )
 
 func python(t testing.TB) string {
@@ -99,23 +99,13 @@ func TestTimeoutAndSignals(t *testing.T) {
 
 func TestConcurrentRuns(t *testing.T) {
 	s := start(t)
-	var wg sync.WaitGroup
-	errs := make(chan string, 32)
-	for i := 0; i < 32; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			r := runCode(t, s, "import sys\nprint(sys.argv[1])", []string{string(rune('A' + i%26))}, core.Limits{})
-			if r.Stdout != string(rune('A'+i%26))+"\n" {
-				errs <- r.Stdout + r.Stderr
-			}
-		}(i)
-	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Error(e)
-	}
+	testutil.Concurrently(t, 32, func(i int) string {
+		r := runCode(t, s, "import sys\nprint(sys.argv[1])", []string{string(rune('A' + i%26))}, core.Limits{})
+		if r.Stdout != string(rune('A'+i%26))+"\n" {
+			return r.Stdout + r.Stderr
+		}
+		return ""
+	})
 }
 
 func TestDeadServerIsAnError(t *testing.T) {

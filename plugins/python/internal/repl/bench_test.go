@@ -50,25 +50,17 @@ func BenchmarkCellRoundTrip(b *testing.B) {
 
 // BenchmarkStart: spawn -> ready (no context).
 func BenchmarkStart(b *testing.B) {
-	needPython(b)
-	dir := b.TempDir()
-	samples := make([]time.Duration, 0, b.N)
-	for b.Loop() {
-		t0 := time.Now()
-		p, err := Start(context.Background(), Config{Python: pythonPath, Dir: dir})
-		samples = append(samples, time.Since(t0))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		p.Close()
-		b.StartTimer()
-	}
-	reportPercentiles(b, samples)
+	benchStart(b, "")
 }
 
 // BenchmarkStartFirstResult: spawn -> first cell result.
 func BenchmarkStartFirstResult(b *testing.B) {
+	benchStart(b, "x = 1")
+}
+
+// benchStart times spawn -> ready, or, when first is not empty, spawn ->
+// the result of first run as the first cell.
+func benchStart(b *testing.B, first string) {
 	needPython(b)
 	dir := b.TempDir()
 	samples := make([]time.Duration, 0, b.N)
@@ -78,8 +70,10 @@ func BenchmarkStartFirstResult(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := p.Execute(context.Background(), "x = 1", 0, nil); err != nil {
-			b.Fatal(err)
+		if first != "" {
+			if _, err := p.Execute(context.Background(), first, 0, nil); err != nil {
+				b.Fatal(err)
+			}
 		}
 		samples = append(samples, time.Since(t0))
 		b.StopTimer()
