@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/calls"
 )
 
 // Session is a stateful REPL: globals persist between cells.
@@ -100,7 +101,6 @@ func (r *Runtime) OpenSession(ctx context.Context, opts SessionOptions) (Session
 		cancel:      cancel,
 		bridges:     opts.Bridges,
 		returnFiles: opts.ReturnFiles,
-		waiters:     map[uint64]chan *pb.SessionResponse{},
 		done:        make(chan struct{}),
 	}
 	go s.loop()
@@ -114,13 +114,12 @@ type session struct {
 	returnFiles bool
 
 	sendMu sync.Mutex
+	// calls get the response carrying their request id; its error is set
+	// once the stream is gone.
+	calls  calls.Table[*pb.SessionResponse]
+	done   chan struct{}
 	mu     sync.Mutex
-	nextID uint64
-	// waiters get the response carrying their request id.
-	waiters map[uint64]chan *pb.SessionResponse
-	err     error // set once the stream is gone
-	done    chan struct{}
-	closed  bool
+	closed bool
 }
 
 func (s *session) send(m *pb.SessionRequest) error {
@@ -154,31 +153,18 @@ func (s *session) loop() {
 	}
 }
 
-func (s *session) deliver(id uint64, msg *pb.SessionResponse) {
-	s.mu.Lock()
-	ch := s.waiters[id]
-	delete(s.waiters, id)
-	s.mu.Unlock()
-	if ch != nil {
-		ch <- msg
-	}
-}
+func (s *session) deliver(id uint64, msg *pb.SessionResponse) { s.calls.Answer(id, msg) }
 
 func (s *session) fail(err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err == nil {
-		if s.closed {
-			err = errors.New("session closed")
-		} else if errors.Is(err, context.Canceled) || err == nil {
-			err = errors.New("session ended")
-		}
-		s.err = err
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		err = errors.New("session closed")
+	} else if errors.Is(err, context.Canceled) || err == nil {
+		err = errors.New("session ended")
 	}
-	for id, ch := range s.waiters {
-		close(ch)
-		delete(s.waiters, id)
-	}
+	s.calls.Fail(err)
 }
 
 func (s *session) serveCallback(cb *pb.Callback) {
@@ -243,21 +229,12 @@ func (s *session) runCallback(q Query) ([]string, error) {
 }
 
 func (s *session) call(ctx context.Context, build func(id uint64) *pb.SessionRequest, onCancel func()) (*pb.SessionResponse, error) {
-	s.mu.Lock()
-	if s.err != nil {
-		err := s.err
-		s.mu.Unlock()
+	id, ch, err := s.calls.Start()
+	if err != nil {
 		return nil, err
 	}
-	s.nextID++
-	id := s.nextID
-	ch := make(chan *pb.SessionResponse, 1)
-	s.waiters[id] = ch
-	s.mu.Unlock()
 	if err := s.send(build(id)); err != nil {
-		s.mu.Lock()
-		delete(s.waiters, id)
-		s.mu.Unlock()
+		s.calls.Drop(id)
 		return nil, rpcError(err)
 	}
 	select {
@@ -285,10 +262,8 @@ func (s *session) call(ctx context.Context, build func(id uint64) *pb.SessionReq
 }
 
 func (s *session) failure() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return s.err
+	if err := s.calls.Err(); err != nil {
+		return err
 	}
 	return errors.New("session ended")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/program"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/calls"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -87,7 +88,7 @@ func SendFatal(stream pb.Runtime_SessionServer, msg string) error {
 // replies and cancels to it. That is what lets a cell wait on a model answer
 // that arrives on the same stream.
 func ServeSession(stream pb.Runtime_SessionServer, repl REPL, opts SessionOptions) error {
-	ss := &sessionServer{stream: stream, repl: repl, opts: opts, replies: map[uint64]chan *pb.CallbackReply{}}
+	ss := &sessionServer{stream: stream, repl: repl, opts: opts}
 	return ss.serve()
 }
 
@@ -96,10 +97,9 @@ type sessionServer struct {
 	repl   REPL
 	opts   SessionOptions
 
-	sendMu   sync.Mutex
-	mu       sync.Mutex
-	replies  map[uint64]chan *pb.CallbackReply
-	nextCall uint64 // the last callback's id
+	sendMu sync.Mutex
+	// queries are the cell's model queries waiting for the client's reply.
+	queries calls.Table[*pb.CallbackReply]
 }
 
 func (ss *sessionServer) send(m *pb.SessionResponse) error {
@@ -118,6 +118,7 @@ func (ss *sessionServer) serve() error {
 		}
 	}()
 	defer func() {
+		ss.queries.Fail(errClientGone)
 		close(work)
 		_ = ss.repl.Interrupt()
 		<-done
@@ -136,13 +137,7 @@ func (ss *sessionServer) serve() error {
 		case *pb.SessionRequest_Cancel:
 			_ = ss.repl.Interrupt()
 		case *pb.SessionRequest_CallbackReply:
-			ss.mu.Lock()
-			ch := ss.replies[m.CallbackReply.GetCallId()]
-			delete(ss.replies, m.CallbackReply.GetCallId())
-			ss.mu.Unlock()
-			if ch != nil {
-				ch <- m.CallbackReply
-			}
+			ss.queries.Answer(m.CallbackReply.GetCallId(), m.CallbackReply)
 		case *pb.SessionRequest_Close:
 			return nil
 		case *pb.SessionRequest_Open:
@@ -216,30 +211,32 @@ func (ss *sessionServer) dir() string {
 	return ss.opts.Dir()
 }
 
+var errClientGone = errors.New("session client went away")
+
 // callback forwards a cell's model query to the client and waits for its
 // reply on the same stream.
 func (ss *sessionServer) callback(ctx context.Context, q core.Query) ([]string, error) {
-	ch := make(chan *pb.CallbackReply, 1)
-	ss.mu.Lock()
-	ss.nextCall++
-	id := ss.nextCall
-	ss.replies[id] = ch
-	ss.mu.Unlock()
+	id, ch, err := ss.queries.Start()
+	if err != nil {
+		return nil, err
+	}
 	if err := ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Callback{Callback: core.QueryProto(id, q)}}); err != nil {
+		ss.queries.Drop(id)
 		return nil, err
 	}
 	select {
-	case r := <-ch:
+	case r, ok := <-ch:
+		if !ok {
+			return nil, errClientGone
+		}
 		if r.GetError() != "" {
 			return nil, errors.New(r.GetError())
 		}
 		return r.GetResults(), nil
 	case <-ctx.Done():
-		ss.mu.Lock()
-		delete(ss.replies, id)
-		ss.mu.Unlock()
+		ss.queries.Drop(id)
 		return nil, ctx.Err()
 	case <-ss.stream.Context().Done():
-		return nil, errors.New("session client went away")
+		return nil, errClientGone
 	}
 }

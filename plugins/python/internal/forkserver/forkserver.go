@@ -29,6 +29,7 @@ import (
 	"syscall"
 
 	"github.com/rlmkit/rlm/core/program"
+	"github.com/rlmkit/rlm/internal/calls"
 	"github.com/rlmkit/rlm/internal/proctree"
 	"github.com/rlmkit/rlm/internal/warm"
 )
@@ -43,12 +44,10 @@ type Server struct {
 	dir  string
 
 	sendMu sync.Mutex
+	starts calls.Table[int] // spawn requests waiting for their pid; failed when the server is gone
 	mu     sync.Mutex
-	nextID int
-	starts map[int]chan int                // request id → pid
 	exits  map[int]chan syscall.WaitStatus // pid → status
 	early  map[int]syscall.WaitStatus      // exits seen before a waiter
-	err    error                           // set when the server is gone
 	done   chan struct{}
 }
 
@@ -82,7 +81,7 @@ func Start(python string, env []string) (*Server, error) {
 	}
 	s := &Server{
 		cmd: cmd, conn: fc.(*net.UnixConn), dir: dir,
-		starts: map[int]chan int{}, exits: map[int]chan syscall.WaitStatus{},
+		exits: map[int]chan syscall.WaitStatus{},
 		early: map[int]syscall.WaitStatus{}, done: make(chan struct{}),
 	}
 	ready := make(chan error, 1)
@@ -136,28 +135,21 @@ func (s *Server) read(ready chan<- error) {
 				s.early[m.Pid] = ws
 			}
 		case m.ID != 0:
-			if ch, ok := s.starts[m.ID]; ok {
-				delete(s.starts, m.ID)
-				// Register the exit waiter before reading on: the exit
-				// message for this pid can only come after this one.
-				s.exits[m.Pid] = make(chan syscall.WaitStatus, 1)
-				ch <- m.Pid
-			}
+			// Register the exit waiter before reading on: the exit
+			// message for this pid can only come after this one. (A
+			// start nobody waits for any more leaves its entry until
+			// the server goes.)
+			s.exits[m.Pid] = make(chan syscall.WaitStatus, 1)
+			s.starts.Answer(uint64(m.ID), m.Pid)
 		}
 		s.mu.Unlock()
 	}
 }
 
 func (s *Server) fail(err error) {
+	s.starts.Fail(err)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err == nil {
-		s.err = err
-	}
-	for id, ch := range s.starts {
-		close(ch)
-		delete(s.starts, id)
-	}
 	for pid, ch := range s.exits {
 		close(ch)
 		delete(s.exits, pid)
@@ -165,11 +157,7 @@ func (s *Server) fail(err error) {
 }
 
 // Alive reports whether the server can still spawn.
-func (s *Server) Alive() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err == nil
-}
+func (s *Server) Alive() bool { return s.starts.Err() == nil }
 
 // Spawn forks a child running argv[1] (argv[0], the interpreter, is
 // implied) with the given files. It implements program.Spawner.
@@ -183,25 +171,16 @@ func (s *Server) Spawn(argv []string, dir string, env []string, stdin, stdout, s
 			envMap[k] = v
 		}
 	}
-	s.mu.Lock()
-	if s.err != nil {
-		err := s.err
-		s.mu.Unlock()
+	id, ch, err := s.starts.Start()
+	if err != nil {
 		return nil, err
 	}
-	s.nextID++
-	id := s.nextID
-	ch := make(chan int, 1)
-	s.starts[id] = ch
-	s.mu.Unlock()
 	b, _ := json.Marshal(map[string]any{"id": id, "argv": argv[1:], "dir": dir, "env": envMap})
 	s.sendMu.Lock()
-	_, _, err := s.conn.WriteMsgUnix(b, syscall.UnixRights(int(stdin.Fd()), int(stdout.Fd()), int(stderr.Fd())), nil)
+	_, _, err = s.conn.WriteMsgUnix(b, syscall.UnixRights(int(stdin.Fd()), int(stdout.Fd()), int(stderr.Fd())), nil)
 	s.sendMu.Unlock()
 	if err != nil {
-		s.mu.Lock()
-		delete(s.starts, id)
-		s.mu.Unlock()
+		s.starts.Drop(id)
 		return nil, fmt.Errorf("forkserver: %w", err)
 	}
 	pid, ok := <-ch
