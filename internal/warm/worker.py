@@ -28,7 +28,6 @@
 import ctypes
 import json
 import resource
-import socket
 import struct
 import time
 
@@ -44,23 +43,34 @@ if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
 open_channel(1 << 16, 4)
 
 
-def read_exact(s, n):
+# The request socket is used through its descriptor (os.read, os.write),
+# not a socket object: every page a forked child or the worker touches
+# after a fork is a copy-on-write fault, which on a VM that traps page
+# table updates costs tens of microseconds each, and a socket object is
+# dozens of them (BENCHMARKS.md, "where the time goes").
+def read_exact(fd, n):
     out = bytearray()
     while len(out) < n:
-        b = s.recv(min(n - len(out), 1 << 20))
+        b = os.read(fd, min(n - len(out), 1 << 20))
         if not b:
             raise EOFError("request socket closed")
         out += b
     return bytes(out)
 
 
-def read_frame(s):
-    (n,) = struct.unpack(">I", read_exact(s, 4))
-    return read_exact(s, n)
+def read_frame(fd):
+    (n,) = struct.unpack(">I", read_exact(fd, 4))
+    return read_exact(fd, n)
 
 
-def write_frame(s, data):
-    s.sendall(struct.pack(">I", len(data)) + data)
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def write_frame(fd, data):
+    write_all(fd, struct.pack(">I", len(data)) + data)
 
 
 def child(mode, fds):
@@ -68,7 +78,8 @@ def child(mode, fds):
     try:
         os.setsid()
         leave_channel()
-        rq = socket.socket(fileno=fds[3])
+        rq = fds[3]
+        os.set_blocking(rq, True)
         hdr = json.loads(read_frame(rq))
         for f in hdr["files"]:
             path = os.path.join(WORKDIR, f["path"])
@@ -76,17 +87,17 @@ def child(mode, fds):
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, f["mode"])
             left = f["size"]
             while left > 0:
-                b = rq.recv(min(left, 1 << 20))
+                b = os.read(rq, min(left, 1 << 20))
                 if not b:
                     raise EOFError("request socket closed")
                 os.write(fd, b)
                 left -= len(b)
             os.close(fd)
             os.utime(path, ns=(f["mtime"], f["mtime"]), follow_symlinks=False)
-        rq.sendall(b"H")
+        write_all(rq, b"H")
         if read_exact(rq, 1) != b"G":
             os._exit(1)
-        rq.close()
+        os.close(rq)
         for res, cur, mx in hdr["rlimits"]:
             resource.setrlimit(res, (cur, mx))
         libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
@@ -158,7 +169,8 @@ def collector(rq_fd):
     try:
         signal.set_wakeup_fd(-1)
         sock.close()
-        rq = socket.socket(fileno=rq_fd)
+        rq = rq_fd
+        os.set_blocking(rq, True)
         for rel in json.loads(read_frame(rq)):
             try:
                 fd = os.open(os.path.join(WORKDIR, rel), os.O_RDONLY | os.O_NOFOLLOW)
@@ -191,25 +203,36 @@ def wipe(path, top=True):
     return ok
 
 
+def ipc_ids(name):
+    """The ids of the SysV IPC objects of one kind (shm, sem, msg) in this
+    sandbox's ipc namespace; None when the kernel does not list them."""
+    try:
+        fd = os.open("/proc/sysvipc/" + name, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        data = b""
+        while True:
+            b = os.read(fd, 1 << 16)
+            if not b:
+                break
+            data += b
+    finally:
+        os.close(fd)
+    return [int(line.split()[1]) for line in data.splitlines()[1:]]
+
+
 def remove_ipc():
+    removed = False
     for name, rm in (("shm", lambda i: libc.shmctl(i, IPC_RMID, None)),
                      ("sem", lambda i: libc.semctl(i, 0, IPC_RMID)),
                      ("msg", lambda i: libc.msgctl(i, IPC_RMID, None))):
-        try:
-            with open("/proc/sysvipc/" + name) as f:
-                lines = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            rm(int(line.split()[1]))
-    for name in ("shm", "sem", "msg"):
-        try:
-            with open("/proc/sysvipc/" + name) as f:
-                if len(f.read().splitlines()) > 1:
-                    return False
-        except OSError:
-            pass
-    return True
+        for i in ipc_ids(name) or ():
+            rm(i)
+            removed = True
+    if not removed:
+        return True
+    return not any(ipc_ids(name) for name in ("shm", "sem", "msg"))
 
 
 cur = None  # the request being served: {"id", "pid", "rq", "collector"}
@@ -232,15 +255,16 @@ def reaped(pid, status, ru):
         return
     if pid == cur["pid"]:
         left = len(others())
-        sweep()
+        if left:
+            # With no other process in the sandbox there is nothing to
+            # kill, and nothing left that could start one.
+            sweep()
         send({"id": cur["id"], "status": status, "leftovers": left, "disk_full": disk_full(),
               "cpu_ns": int((ru.ru_utime + ru.ru_stime) * 1e9), "maxrss": ru.ru_maxrss * 1024})
-        rq = socket.socket(fileno=os.dup(cur["rq"]))
         try:
-            write_frame(rq, json.dumps(listing()).encode())
+            write_frame(cur["rq"], json.dumps(listing()).encode())
         except OSError:
             pass
-        rq.close()
     elif pid == cur.get("collector"):
         cur["collector"] = None
         sweep()
