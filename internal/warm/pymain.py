@@ -5,6 +5,7 @@
 # environment, tracebacks without this file's frames, SystemExit, atexit
 # handlers and non-daemon threads. The caller has already set the standard
 # files and the working directory.
+import _signal
 import os
 import signal
 import sys
@@ -49,6 +50,20 @@ def finish(code=0):
     return code
 
 
+def read_file(path):
+    """A file's bytes, through the descriptor alone (no file objects)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                return b"".join(chunks)
+            chunks.append(b)
+    finally:
+        os.close(fd)
+
+
 def run_main(argv, env):
     """Run argv[0] as __main__ with sys.argv = argv; return the exit status."""
     os.environ.clear()
@@ -67,8 +82,7 @@ def run_main(argv, env):
     main.__builtins__ = builtins
     main.__cached__ = None
     sys.modules["__main__"] = main
-    with open(path, "rb") as f:
-        source = f.read()
+    source = read_file(path)
     compiled = compile(source, path, "exec", dont_inherit=True)
     code = 1
     try:
@@ -112,9 +126,12 @@ def leave_channel():
     """In a forked child, before it runs anything: undo open_channel, so
     the program gets SIGCHLD and SIGINT (KeyboardInterrupt) as a fresh
     interpreter has them and holds none of the server's descriptors."""
-    signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # _signal, not signal: the latter's wrappers convert handlers to enums,
+    # which touches enough objects to cost dozens of copy-on-write page
+    # faults in every child (see internal/warm's worker.py).
+    _signal.set_wakeup_fd(-1)
+    _signal.signal(signal.SIGCHLD, _signal.SIG_DFL)
+    _signal.signal(signal.SIGINT, signal.default_int_handler)
     sock.close()
     os.close(wake_r)
     os.close(wake_w)

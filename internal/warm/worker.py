@@ -83,7 +83,8 @@ def child(mode, fds):
         hdr = json.loads(read_frame(rq))
         for f in hdr["files"]:
             path = os.path.join(WORKDIR, f["path"])
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if "/" in f["path"]:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, f["mode"])
             left = f["size"]
             while left > 0:
