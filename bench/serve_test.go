@@ -93,50 +93,64 @@ func BenchmarkServe(b *testing.B) {
 	}
 }
 
-// load sends b.N requests from clients goroutines and reports requests per
-// second and latency percentiles. isolation, when set, is what every
-// answer must say it ran under.
-func load(b *testing.B, url, body, isolation string, clients int) {
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
-	post := func() error {
-		resp, err := client.Post(url, "application/json", strings.NewReader(body))
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		var r struct{ Status, Stdout, Isolation string }
-		if resp.StatusCode != 200 || json.Unmarshal(out, &r) != nil || r.Stdout != "1\n" || (isolation != "" && r.Isolation != isolation) {
-			return fmt.Errorf("%d %s", resp.StatusCode, out)
-		}
-		return nil
+// target is one server under load: its /execute URL, the program, and the
+// isolation every answer must say it ran under ("" for any).
+type target struct {
+	url, body, isolation string
+	client               *http.Client
+}
+
+func newTarget(url, body, isolation string, clients int) *target {
+	return &target{url: url, body: body, isolation: isolation,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}}
+}
+
+func (t *target) post() error {
+	resp, err := t.client.Post(t.url, "application/json", strings.NewReader(t.body))
+	if err != nil {
+		return err
 	}
-	// Warm up interpreters, caches, connections and warm sandboxes (which
-	// a server starts building at its second run): a few requests, then
-	// more until a second has passed.
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	var r struct{ Status, Stdout, Isolation string }
+	if resp.StatusCode != 200 || json.Unmarshal(out, &r) != nil || r.Stdout != "1\n" || (t.isolation != "" && r.Isolation != t.isolation) {
+		return fmt.Errorf("%d %s", resp.StatusCode, out)
+	}
+	return nil
+}
+
+// warm sends a few requests, then more until a second has passed: it warms
+// interpreters, caches, connections and warm sandboxes (which a server
+// starts building at its second run).
+func (t *target) warm(clients int) error {
 	start := time.Now()
 	for i := 0; i < 2*clients || time.Since(start) < time.Second; i++ {
-		if err := post(); err != nil {
-			b.Fatal(err)
+		if err := t.post(); err != nil {
+			return err
 		}
 	}
-	lat := make([]time.Duration, b.N)
+	return nil
+}
+
+// fire sends n requests from clients goroutines and returns how long they
+// took and each one's latency.
+func (t *target) fire(n, clients int) (time.Duration, []time.Duration, error) {
+	lat := make([]time.Duration, n)
 	var next atomic.Int64
 	var failed atomic.Value
 	var wg sync.WaitGroup
-	b.ResetTimer()
-	start = time.Now()
+	start := time.Now()
 	for c := 0; c < clients; c++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
 				i := next.Add(1) - 1
-				if i >= int64(b.N) {
+				if i >= int64(n) {
 					return
 				}
 				t0 := time.Now()
-				if err := post(); err != nil {
+				if err := t.post(); err != nil {
 					failed.CompareAndSwap(nil, err)
 					return
 				}
@@ -146,14 +160,77 @@ func load(b *testing.B, url, body, isolation string, clients int) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	err, _ := failed.Load().(error)
+	return elapsed, lat, err
+}
+
+// load sends b.N requests from clients goroutines and reports requests per
+// second and latency percentiles. isolation, when set, is what every
+// answer must say it ran under.
+func load(b *testing.B, url, body, isolation string, clients int) {
+	t := newTarget(url, body, isolation, clients)
+	if err := t.warm(clients); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	elapsed, lat, err := t.fire(b.N, clients)
 	b.StopTimer()
-	if err, _ := failed.Load().(error); err != nil {
+	if err != nil {
 		b.Fatal(err)
 	}
 	p50, p99 := percentiles(lat)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
 	b.ReportMetric(float64(p50.Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkServeFloorRatio measures rlm against the floor (a warm Python
+// forking one child per run, no sandbox) at 32 clients, alternating
+// batches of 64 requests between the two so that a machine whose speed
+// drifts during the run (this VM's does, by ±10% over minutes) slows both
+// alike. BenchmarkServe measures them one after the other, and its ratio
+// moves with that drift. b.N requests go to each.
+func BenchmarkServeFloorRatio(b *testing.B) {
+	const clients, batch = 32, 64
+	exe := realPython(b)
+	slots := runtime.NumCPU()
+	srv, err := server.New(server.Config{Modes: []string{"python"}, Open: pluginOpener(b),
+		MaxConcurrent: slots, Queue: 4096, QueueWait: 5 * time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	rlmTS := httptest.NewServer(srv)
+	defer rlmTS.Close()
+	floorTS := httptest.NewServer(newFloor(b, exe, slots))
+	defer floorTS.Close()
+	rlm := newTarget(rlmTS.URL+"/execute", trivial, string(isolate.Strongest()), clients)
+	floor := newTarget(floorTS.URL+"/execute", trivial, "", clients)
+	for _, t := range []*target{rlm, floor} {
+		if err := t.warm(clients); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var rlmTime, floorTime time.Duration
+	b.ResetTimer()
+	for done := 0; done < b.N; done += batch {
+		n := min(batch, b.N-done)
+		for _, x := range []struct {
+			t   *target
+			sum *time.Duration
+		}{{rlm, &rlmTime}, {floor, &floorTime}} {
+			d, _, err := x.t.fire(n, clients)
+			if err != nil {
+				b.Fatal(err)
+			}
+			*x.sum += d
+		}
+	}
+	b.StopTimer()
+	rlmRate, floorRate := float64(b.N)/rlmTime.Seconds(), float64(b.N)/floorTime.Seconds()
+	b.ReportMetric(rlmRate, "rlm-req/s")
+	b.ReportMetric(floorRate, "floor-req/s")
+	b.ReportMetric(rlmRate/floorRate, "rlm/floor")
 }
 
 // pluginOpener launches the plugins built by TestMain.

@@ -6,8 +6,12 @@
 # handlers and non-daemon threads. The caller has already set the standard
 # files and the working directory.
 import _signal
+import array
+import json
 import os
+import select
 import signal
+import socket
 import sys
 
 zygote_path0 = sys.path[0]
@@ -110,8 +114,6 @@ def open_channel(max_bytes, max_fds):
     max_fds at most), and a self-pipe that wakes select when a child exits.
     SIGINT is the host's to send to children, never to the server."""
     global sock, wake_r, wake_w, _max_bytes, _max_fds
-    import socket
-
     sock = socket.socket(fileno=3)
     os.set_inheritable(3, False)
     wake_r, wake_w = os.pipe()
@@ -138,16 +140,11 @@ def leave_channel():
 
 
 def send(obj):
-    import json
-
     sock.send(json.dumps(obj).encode())
 
 
 def recv():
     """One request: its bytes and the descriptors that came with it."""
-    import array
-    import socket
-
     fds = array.array("i")
     msg, anc, _, _ = sock.recvmsg(_max_bytes, socket.CMSG_LEN(_max_fds * fds.itemsize))
     for level, typ, data in anc:
@@ -160,9 +157,6 @@ def serve(reap, handle):
     """The fork servers' loop: say ready, then call reap() whenever a child
     has exited and handle(request, fds) for each request, until the host
     closes its end of the channel (see open_channel)."""
-    import json
-    import select
-
     send({"ready": True})
     while True:
         try:
