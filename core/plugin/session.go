@@ -19,8 +19,8 @@ import (
 
 // CallbackFunc forwards a cell's llm_query / rlm_query to the session's
 // client and returns one answer per prompt (a runtime hands a guest only
-// answers that pass core.Query's CheckAnswers). It is an alias so that a runtime's own callback type can
-// be one too, with no conversion.
+// answers that pass core.Query's CheckAnswers). It is an alias so that a
+// runtime's own callback type can be one too, with no conversion.
 type CallbackFunc = func(ctx context.Context, q core.Query) ([]string, error)
 
 // REPL is what a runtime needs to provide for ServeSession to serve its

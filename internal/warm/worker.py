@@ -208,18 +208,9 @@ def ipc_ids(name):
     """The ids of the SysV IPC objects of one kind (shm, sem, msg) in this
     sandbox's ipc namespace; None when the kernel does not list them."""
     try:
-        fd = os.open("/proc/sysvipc/" + name, os.O_RDONLY)
+        data = read_file("/proc/sysvipc/" + name)  # pymain's
     except OSError:
         return None
-    try:
-        data = b""
-        while True:
-            b = os.read(fd, 1 << 16)
-            if not b:
-                break
-            data += b
-    finally:
-        os.close(fd)
     return [int(line.split()[1]) for line in data.splitlines()[1:]]
 
 
