@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"github.com/rlmkit/rlm/internal/isolate"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/daemon"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"github.com/rlmkit/rlm/internal/launch"
 )
 

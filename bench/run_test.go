@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"github.com/rlmkit/rlm/internal/isolate"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/rlmkit/rlm/core/engine"
 	"github.com/rlmkit/rlm/core/llm"
 	"github.com/rlmkit/rlm/core/llm/llmtest"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"github.com/rlmkit/rlm/internal/launch"
 )
 

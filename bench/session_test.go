@@ -2,12 +2,12 @@ package bench
 
 import (
 	"context"
-	"github.com/rlmkit/rlm/internal/isolate"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"github.com/rlmkit/rlm/internal/launch"
 )
 

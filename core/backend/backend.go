@@ -7,11 +7,11 @@ package backend
 import (
 	"context"
 	"fmt"
-	"github.com/rlmkit/rlm/internal/isolate"
 	"strings"
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/internal/catalog"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"github.com/rlmkit/rlm/internal/launch"
 )
 

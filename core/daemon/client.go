@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rlmkit/rlm/internal/isolate"
 	"net"
 	"sync"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/plugin"
 	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/internal/isolate"
 )
 
 // PingTimeout bounds Alive: a daemon that does not answer this fast is

@@ -36,7 +36,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rlmkit/rlm/internal/isolate"
 	"io"
 	"os"
 	"slices"
@@ -55,6 +54,7 @@ import (
 	"github.com/rlmkit/rlm/core/plugin"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/internal/catalog"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"github.com/rlmkit/rlm/internal/launch"
 	"github.com/rlmkit/rlm/internal/pool"
 )

@@ -2,8 +2,8 @@ package native
 
 import (
 	"context"
-	"github.com/rlmkit/rlm/core"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/program"
 	"github.com/rlmkit/rlm/core/toolpath"

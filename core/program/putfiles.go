@@ -5,12 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/rlmkit/rlm/core"
 	"io/fs"
 	"os"
 	"path"
 	"strings"
 	"syscall"
+
+	"github.com/rlmkit/rlm/core"
 )
 
 // PutFiles writes files into dir, a working directory a program may be

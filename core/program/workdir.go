@@ -3,7 +3,6 @@ package program
 import (
 	"errors"
 	"fmt"
-	"github.com/rlmkit/rlm/core"
 	"io/fs"
 	"os"
 	"path"
@@ -11,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/rlmkit/rlm/core"
 )
 
 // CleanName validates a request's file name and returns it in clean,

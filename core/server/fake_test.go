@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/rlmkit/rlm/internal/isolate"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/rlmkit/rlm/core"
 	pb "github.com/rlmkit/rlm/core/proto"
 	"github.com/rlmkit/rlm/core/server"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"github.com/rlmkit/rlm/internal/runtimetest"
 )
 

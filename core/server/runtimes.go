@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rlmkit/rlm/internal/isolate"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/internal/distinct"
+	"github.com/rlmkit/rlm/internal/isolate"
 )
 
 // Opener connects to a runtime by name. The rlm command passes

@@ -28,14 +28,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/ending"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/program"
 )
 

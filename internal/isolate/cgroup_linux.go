@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"github.com/rlmkit/rlm/internal/proctree"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/rlmkit/rlm/internal/proctree"
 )
 
 // The files cgroup discovery reads; tests point them at fakes.

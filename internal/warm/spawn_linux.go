@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rlmkit/rlm/core"
 	"io"
 	"io/fs"
 	"net"
@@ -18,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/program"
 	"github.com/rlmkit/rlm/internal/isolate"

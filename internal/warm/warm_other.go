@@ -4,8 +4,8 @@ package warm
 
 import (
 	"context"
-	"github.com/rlmkit/rlm/core"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/program"
 )
 

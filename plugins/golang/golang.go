@@ -27,8 +27,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/ending"
 	"go/parser"
 	"go/token"
 	"os"
@@ -41,6 +39,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/native/inproc"
 	"github.com/rlmkit/rlm/core/program"

@@ -3,11 +3,11 @@
 package node
 
 import (
-	"github.com/rlmkit/rlm/core"
 	"os"
 	"os/exec"
 	"path/filepath"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/native/inproc"
 	"github.com/rlmkit/rlm/core/program"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rlmkit/rlm/internal/isolate"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/sessiontest"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"github.com/rlmkit/rlm/internal/launch"
 	"github.com/rlmkit/rlm/plugins/pyodide"
 )

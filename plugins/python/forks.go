@@ -1,10 +1,10 @@
 package python
 
 import (
-	"github.com/rlmkit/rlm/core"
 	"os"
 	"sync"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/program"
 	"github.com/rlmkit/rlm/core/toolpath"
 	"github.com/rlmkit/rlm/plugins/python/internal/forkserver"

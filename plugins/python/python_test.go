@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rlmkit/rlm/internal/isolate"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/sessiontest"
+	"github.com/rlmkit/rlm/internal/isolate"
 	"github.com/rlmkit/rlm/internal/launch"
 	"github.com/rlmkit/rlm/internal/testutil"
 )

@@ -3,10 +3,10 @@ package python
 import (
 	"context"
 	"fmt"
-	"github.com/rlmkit/rlm/core"
 	"os"
 	"sync"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/native"

@@ -3,13 +3,14 @@ package repl
 import (
 	"bytes"
 	"context"
-	"github.com/rlmkit/rlm/core"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlmkit/rlm/core"
 )
 
 // reportPercentiles adds p50/p99 (milliseconds) of the samples.

@@ -2,7 +2,6 @@ package repl
 
 import (
 	"fmt"
-	"github.com/rlmkit/rlm/core/ending"
 	"os"
 	"os/exec"
 	"syscall"
@@ -10,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/internal/proctree"
 )
 

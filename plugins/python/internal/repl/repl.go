@@ -68,15 +68,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/ending"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/defaults"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/internal/capbuf"
 )
 

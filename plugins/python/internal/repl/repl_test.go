@@ -8,8 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/ending"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +19,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/internal/capbuf"
 	"github.com/rlmkit/rlm/internal/proctree"
 	"golang.org/x/sys/unix"
