@@ -530,8 +530,21 @@ func (p *Process) hardKill(d *inst, start time.Time, why ending.Reason, timeout 
 	return res, nil
 }
 
+// exitWait bounds how long crashed waits for a driver whose channel broke
+// to exit by itself. A sandbox's pid 1 reports the interpreter's exit a
+// moment after the channel closes; killing it sooner would report every
+// os._exit(3) as SIGKILL. It is paid in full only when the channel broke
+// and the interpreter lives on.
+const exitWait = 2 * time.Second
+
 // crashed handles a driver that died (or whose channel broke) mid-cell.
 func (p *Process) crashed(d *inst, start time.Time, detail string) (*core.Result, error) {
+	t := time.NewTimer(exitWait)
+	select {
+	case <-d.exited:
+	case <-t.C:
+	}
+	t.Stop()
 	d.kill()
 	oc, ec := d.drain(250 * time.Millisecond)
 	d.closeStreams()
