@@ -107,3 +107,35 @@ func TestPythonCellFilesAndValueThroughTheDaemon(t *testing.T) {
 		t.Fatalf("program: %v %+v", err, prog)
 	}
 }
+
+// A program run as a warm cell that ends its own interpreter ends as the
+// program would without the daemon: os._exit(3) is exit 3 and a SIGTERM
+// it sends itself is signal 143, with no "interpreter died" error about a
+// session the caller never opened.
+func TestPythonWarmProgramEndsAsAProgram(t *testing.T) {
+	r, rt, ctx := dialPythonDaemon(t, 1)
+	for _, c := range []struct {
+		code, ended, signal string
+		exit                int
+	}{
+		{"import os\nprint('a', flush=True)\nos._exit(3)", "exit", "", 3},
+		{"import os, signal\nprint('a', flush=True)\nos.kill(os.getpid(), signal.SIGTERM)", "signal", "SIGTERM", 143},
+	} {
+		res, err := rt.Run(ctx, core.Program{Code: c.code})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Stdout != "a\n" || string(res.EndedBy) != c.ended || res.ExitCode != c.exit || res.Signal != c.signal || res.Error != "" || res.StateLost {
+			t.Fatalf("%q: %+v", c.code, res)
+		}
+	}
+	st, err := GetStatus(ctx, r.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rs := range st.Runtimes {
+		if rs.Name == "python" && rs.WarmRuns != 2 {
+			t.Fatalf("warm runs %d, want 2: the programs must have run as warm cells", rs.WarmRuns)
+		}
+	}
+}

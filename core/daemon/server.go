@@ -600,6 +600,7 @@ func (r *runtimeService) Run(ctx context.Context, req *pb.RunRequest) (*pb.Resul
 			res.Backend = BackendName
 			res.StateLost = false // the worker is discarded: no state to lose
 			res.Value = nil       // a program runs as a script: no final value
+			asProgramEnding(res)
 			if res.GetEndedBy() == pb.EndedBy_TIMEOUT {
 				// Say it as a program run does, not as a cell would.
 				res.Error = fmt.Sprintf("timed out after %s", time.Duration(req.GetLimits().GetWallMs())*time.Millisecond)
@@ -631,6 +632,21 @@ func (r *runtimeService) Run(ctx context.Context, req *pb.RunRequest) (*pb.Resul
 		}
 		res.Backend = BackendName
 		return res, nil
+	}
+}
+
+// asProgramEnding restates a warm cell whose interpreter ended itself
+// (os._exit(3), a signal it sent itself) as the program run it stands in
+// for would end: exit or signal with the status, and no "the interpreter
+// died" error, which speaks of a session the caller never had. A worker
+// killed by a limit keeps its ending (memory, processes).
+func asProgramEnding(res *pb.Result) {
+	if res.GetEndedBy() != pb.EndedBy_CRASHED || res.GetExitCode() < 0 {
+		return
+	}
+	res.EndedBy, res.Error = pb.EndedBy_EXIT, ""
+	if res.GetSignal() != "" {
+		res.EndedBy = pb.EndedBy_SIGNAL
 	}
 }
 
