@@ -278,13 +278,13 @@ func (s *Server) program(req *ExecuteRequest) (core.Program, *APIError) {
 		total += len(a) + 1
 	}
 	p.Args = req.Args
+	// The names and values are program.CheckEnv's to judge, as on every
+	// other path; only the field is named here.
+	var ee *program.EnvError
+	if err := program.CheckEnv(req.Env); errors.As(err, &ee) {
+		return p, badField(fmt.Sprintf("env[%q]", ee.Name), "%s", ee.Reason)
+	}
 	for k, v := range req.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return p, badField(fmt.Sprintf("env[%q]", k), "is not a valid variable name")
-		}
-		if strings.ContainsRune(v, 0) {
-			return p, badField(fmt.Sprintf("env[%q]", k), "value contains a NUL byte")
-		}
 		if len(k)+len(v)+1 > maxArg {
 			return p, badField(fmt.Sprintf("env[%q]", k), "is over %d bytes", maxArg)
 		}
