@@ -170,10 +170,11 @@ func New(srv *server.Server, o Options) *mcp.Server {
 // HTTPHandler serves New's tools over streamable HTTP, stateless: every
 // POST is a whole exchange, so no MCP session state lives in the server
 // and any replica can answer. Mount it with srv.Handle("/mcp", ...) so it
-// sits behind the server's token, body limit, log and metrics.
+// sits behind the server's token, body limit, log and metrics. A body that
+// is not UTF-8 is answered 400 with a JSON-RPC parse error (see utf8Only).
 func HTTPHandler(srv *server.Server, o Options) http.Handler {
 	ms := New(srv, o)
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, &mcp.StreamableHTTPOptions{
+	return utf8Only(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, &mcp.StreamableHTTPOptions{
 		Stateless: true,
 		// One JSON body per call, as /execute answers: no tool streams.
 		JSONResponse: true,
@@ -182,7 +183,7 @@ func HTTPHandler(srv *server.Server, o Options) http.Handler {
 		MaxRequestBodyBytes: srv.BodyLimit(),
 		// A client that hangs up cancels its run, as on /execute.
 		PropagateRequestCancellation: true,
-	})
+	}))
 }
 
 type tools struct{ srv *server.Server }

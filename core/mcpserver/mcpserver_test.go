@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -359,6 +360,22 @@ func TestHTTP(t *testing.T) {
 	}
 
 	client := &http.Client{Transport: bearer{"sekrit"}}
+	// A body that is not UTF-8 is a parse error naming the byte, not code
+	// run with U+FFFD in place of it; the calls below show /mcp serves on.
+	bad := "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"run_code\",\"arguments\":{\"code\":\"print('\xff')\"}}}"
+	req, _ := http.NewRequest("POST", ts.URL+"/mcp", strings.NewReader(bad))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(raw), `"id":5`) || !strings.Contains(string(raw), `-32700`) ||
+		!strings.Contains(string(raw), "the body is not UTF-8: byte 102 (0xff") {
+		t.Errorf("a body that is not UTF-8: %d %s", resp.StatusCode, raw)
+	}
 	ctx := context.Background()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", HTTPClient: client}, nil)
 	if err != nil {
@@ -370,7 +387,7 @@ func TestHTTP(t *testing.T) {
 		t.Fatalf("run_code over HTTP: %v %q", c.out, c.text)
 	}
 
-	req, _ := http.NewRequest("GET", ts.URL+"/metrics", nil)
+	req, _ = http.NewRequest("GET", ts.URL+"/metrics", nil)
 	resp, err = client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -398,4 +415,49 @@ func mustJSON(v any) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// TestStdioNotUTF8 drives StdioTransport as `rlm mcp` uses it: a line that
+// is not UTF-8 gets a parse error naming the byte (the SDK alone would run
+// the code with U+FFFD in place of it), and the session goes on.
+func TestStdioNotUTF8(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, server.Config{})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mcpserver.New(srv, mcpserver.Options{}).Run(ctx, mcpserver.StdioTransport(inR, outW)) }()
+	t.Cleanup(func() {
+		cancel()
+		inW.Close()
+		outR.Close()
+		<-done
+	})
+	lines := bufio.NewScanner(outR)
+	lines.Buffer(nil, 1<<20)
+	send := func(msg string) {
+		if _, err := io.WriteString(inW, msg+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func() string {
+		if !lines.Scan() {
+			t.Fatalf("no answer: %v", lines.Err())
+		}
+		return lines.Text()
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if got := next(); !strings.Contains(got, `"id":1,"result"`) {
+		t.Fatalf("initialize: %s", got)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"run_code\",\"arguments\":{\"code\":\"print('\xff')\"}}}")
+	if got := next(); !strings.Contains(got, `"id":2,"error":{"code":-32700,"message":"the message is not UTF-8: byte 102 (0xff`) {
+		t.Fatalf("a line that is not UTF-8: %s", got)
+	}
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"print('after')"}}}`)
+	if got := next(); !strings.Contains(got, `"id":3,"result"`) || !strings.Contains(got, `after\n`) {
+		t.Fatalf("the call after it: %s", got)
+	}
 }

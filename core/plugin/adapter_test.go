@@ -76,9 +76,10 @@ func TestAdapterChecksRequestsBeforeTheRuntime(t *testing.T) {
 	rt := &fakeRuntime{run: func(core.Program) (*core.Result, error) { return &core.Result{}, nil }}
 	srv := plugin.NewServer(rt)
 	for name, req := range map[string]*pb.RunRequest{
-		"env name with =": {Env: map[string][]byte{"A=B": []byte("x")}},
-		"env value NUL":   {Env: map[string][]byte{"A": []byte("x\x00y")}},
-		"unknown level":   {Limits: &pb.Limits{Isolation: "docker"}},
+		"env name with =":        {Env: map[string][]byte{"A=B": []byte("x")}},
+		"env name a shell drops": {Env: map[string][]byte{"BAD NAME": []byte("x")}},
+		"env value NUL":          {Env: map[string][]byte{"A": []byte("x\x00y")}},
+		"unknown level":          {Limits: &pb.Limits{Isolation: "docker"}},
 	} {
 		_, err := srv.Run(context.Background(), req)
 		if status.Code(err) != codes.InvalidArgument {
@@ -240,7 +241,7 @@ func TestAdapterOpensSessions(t *testing.T) {
 	// What the adapter refuses never reaches OpenSession; what OpenSession
 	// refuses is a fatal error with its text.
 	for open, want := range map[*pb.OpenSession]string{
-		{Env: map[string][]byte{"": nil}}:                                  "env name",
+		{Env: map[string][]byte{"": nil}}:                                  "name is not valid",
 		{Context: &pb.Context{Kind: "json", Data: []byte("{")}}:            "not valid JSON",
 		{Context: &pb.Context{Kind: "yaml"}}:                               "unknown context kind",
 		{Limits: &pb.Limits{Isolation: "vm"}}:                              "unknown isolation level",

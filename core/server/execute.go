@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 
@@ -115,7 +117,9 @@ func Response(lang string, r *core.Result) ExecuteResponse {
 const bodyReadTime = 60 * time.Second
 
 // decodeBody reads one JSON object into v, refusing unknown fields, bodies
-// over the limit (413, without reading the rest) and other media types.
+// over the limit (413, without reading the rest), other media types and
+// bodies that are not UTF-8 (bad_json naming the first invalid byte). It
+// is the one decoder of every JSON body the server reads.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *APIError {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -139,10 +143,20 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *APIE
 	if rc.SetReadDeadline(time.Now().Add(bodyReadTime)) == nil {
 		defer rc.SetReadDeadline(time.Time{})
 	}
-	body := http.MaxBytesReader(w, r.Body, s.cfg.BodyLimit)
-	dec := json.NewDecoder(body)
+	// The whole body is read before decoding, so that its bytes can be
+	// checked: encoding/json turns bytes that are not UTF-8 into U+FFFD
+	// without a word, which would run other code than the client sent.
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.BodyLimit))
+	if err == nil {
+		if err := CheckUTF8("the body", data); err != nil {
+			return apiErr(http.StatusBadRequest, CodeBadJSON, err.Error())
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	if err == nil {
+		err = dec.Decode(v)
+	}
 	if err == nil {
 		// One object and nothing after it.
 		var extra json.RawMessage
@@ -185,6 +199,35 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *APIE
 		return apiErr(http.StatusBadRequest, CodeBadField, fmt.Sprintf("unknown field %s (see GET /openapi.json)", name))
 	}
 	return apiErr(http.StatusBadRequest, CodeBadJSON, "reading the body: "+err.Error())
+}
+
+// CheckUTF8 refuses a JSON message (what names it: "the body") holding a
+// byte that is not UTF-8, naming the first one: encoding/json would read
+// it as U+FFFD without a word, and the program would run with other text
+// than the client sent. Every door that decodes a client's JSON (this
+// server's bodies, MCP over HTTP and stdio) checks with it.
+func CheckUTF8(what string, data []byte) error {
+	if at := invalidUTF8(data); at >= 0 {
+		return fmt.Errorf("%s is not UTF-8: byte %d (0x%02x, counting from 0) is not valid UTF-8; JSON must be UTF-8 text, so send binary data base64-encoded in files (name → base64) and decode it in the program", what, at, data[at])
+	}
+	return nil
+}
+
+// invalidUTF8 is the offset of the first byte of b that is not part of
+// valid UTF-8, or -1 when b is all UTF-8.
+func invalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }
 
 func jsonKind(k string) string {
@@ -278,13 +321,13 @@ func (s *Server) program(req *ExecuteRequest) (core.Program, *APIError) {
 		total += len(a) + 1
 	}
 	p.Args = req.Args
+	// The names and values are program.CheckEnv's to judge, as on every
+	// other path; only the field is named here.
+	var ee *program.EnvError
+	if err := program.CheckEnv(req.Env); errors.As(err, &ee) {
+		return p, badField(fmt.Sprintf("env[%q]", ee.Name), "%s", ee.Reason)
+	}
 	for k, v := range req.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return p, badField(fmt.Sprintf("env[%q]", k), "is not a valid variable name")
-		}
-		if strings.ContainsRune(v, 0) {
-			return p, badField(fmt.Sprintf("env[%q]", k), "value contains a NUL byte")
-		}
 		if len(k)+len(v)+1 > maxArg {
 			return p, badField(fmt.Sprintf("env[%q]", k), "is over %d bytes", maxArg)
 		}

@@ -116,6 +116,13 @@ func TestRequestErrors(t *testing.T) {
 		{"escaping file", "POST", "/execute", `{"code": "echo", "files": {"../etc/x": ""}}`, nil, 400, "bad_field", `../etc/x`},
 		{"absolute file", "POST", "/execute", `{"code": "echo", "files": {"/etc/x": ""}}`, nil, 400, "bad_field", `/etc/x`},
 		{"bad env", "POST", "/execute", `{"code": "echo", "env": {"A=B": "x"}}`, nil, 400, "bad_field", `env`},
+		// A name the sandbox's /bin/sh start would drop (program.CheckEnv).
+		{"env name not an identifier", "POST", "/execute", `{"code": "echo", "env": {"BAD NAME": "x"}}`, nil, 400, "bad_field", `env["BAD NAME"]: the name is not valid`},
+		// encoding/json would quietly turn the byte into U+FFFD.
+		{"not UTF-8", "POST", "/execute", "{\"code\": \"echo \xff\"}", nil, 400, "bad_json", "byte 15 (0xff, counting from 0) is not valid UTF-8"},
+		{"truncated UTF-8", "POST", "/execute", "{\"code\": \"echo\", \"stdin\": \"\xe2\x82\"}", nil, 400, "bad_json", "byte 27 (0xe2"},
+		{"not UTF-8 session", "POST", "/sessions", "{\"language\": \"\xff\"}", nil, 400, "bad_json", "base64"},
+		{"not UTF-8 cell", "POST", "/sessions/abc/execute", "{\"code\": \"\xc0\xaf\"}", nil, 400, "bad_json", "byte 10 (0xc0"},
 		{"huge arg", "POST", "/execute", `{"code": "echo", "args": ["` + strings.Repeat("a", 200<<10) + `"]}`, nil, 400, "bad_field", `args[0]`},
 		{"not json", "POST", "/execute", `code=1`, []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, "unsupported_media_type", "JSON"},
 		{"too large", "POST", "/execute", `{"code": "` + strings.Repeat("x", 2<<20) + `"}`, nil, 413, "body_too_large", "1048576"},
@@ -137,6 +144,10 @@ func TestRequestErrors(t *testing.T) {
 	}
 	if n := f.runs.Load(); n != 0 {
 		t.Errorf("%d bad requests reached the runtime", n)
+	}
+	// The server still serves after all of them, UTF-8 beyond ASCII too.
+	if r := call(t, "POST", url+"/execute", `{"code": "echo café \u00e9"}`); r.status != 200 || r.body["status"] != "success" {
+		t.Errorf("a good request after the bad ones: %d %s", r.status, r.raw)
 	}
 }
 

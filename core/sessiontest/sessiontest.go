@@ -155,12 +155,12 @@ del _saved`,
 }
 
 // CheckEnvRefused opens sessions of rt whose environment a program could
-// not receive (a name with '=', a value with NUL): each open must fail,
-// naming the variable, rather than start an interpreter with another
-// environment than the one asked for.
+// not receive (a name with '=', one a sandbox's /bin/sh would drop, a
+// value with NUL): each open must fail, naming the variable, rather than
+// start an interpreter with another environment than the one asked for.
 func CheckEnvRefused(t testing.TB, rt *core.Runtime) {
 	t.Helper()
-	for name, value := range map[string]string{"A=B": "1", "NUL": "a\x00b"} {
+	for name, value := range map[string]string{"A=B": "1", "BAD NAME": "1", "NUL": "a\x00b"} {
 		s, err := rt.OpenSession(context.Background(), core.SessionOptions{Env: map[string]string{name: value}})
 		if err == nil {
 			s.Close()

@@ -351,6 +351,13 @@ func (o *Options) program(cfg config.Config) (core.Program, error) {
 		if !ok || k == "" {
 			return p, fmt.Errorf("--env %q: want K=V", kv)
 		}
+		// Refused here, as a usage error naming the flag, by the same
+		// check every runtime applies (a name the sandbox's shell would
+		// drop, a value no program can receive).
+		var ee *program.EnvError
+		if errors.As(program.CheckEnv(map[string]string{k: v}), &ee) {
+			return p, fmt.Errorf("--env %q: %s", kv, ee.Reason)
+		}
 		if p.Env == nil {
 			p.Env = map[string]string{}
 		}

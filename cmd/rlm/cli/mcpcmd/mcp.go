@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
@@ -64,8 +63,7 @@ func Run(ctx context.Context, o *Options) error {
 	defer eng.Server.Close()
 	ms := mcpserver.New(eng.Server, mcpserver.Options{Logger: eng.Logger})
 	eng.Logger.Info("serving MCP on stdio", "modes", eng.Modes, "isolation", eng.Limits.Isolation, "version", version.String())
-	t := &mcp.IOTransport{Reader: nopCloser{o.F.IO.In}, Writer: nopWriteCloser{o.F.IO.Out}}
-	err = ms.Run(ctx, t)
+	err = ms.Run(ctx, mcpserver.StdioTransport(o.F.IO.In, o.F.IO.Out))
 	if err == nil || errors.Is(err, io.EOF) || ctx.Err() != nil {
 		// The client hung up, or a signal: a normal end.
 		eng.Logger.Info("stopped")
@@ -73,11 +71,3 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	return err
 }
-
-type nopCloser struct{ io.Reader }
-
-func (nopCloser) Close() error { return nil }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
