@@ -222,8 +222,13 @@ func (o *Options) settings(cfg config.Config) (config.Serve, string, error) {
 	if b == backend.Auto {
 		b = backend.Native
 	}
-	if s.Addr == "" {
-		return s, "", errors.New("the listen address is empty")
+	// The file's and the environment's address were checked as they were
+	// loaded (config.Serve); the flag's is checked here, before the token
+	// check, which could only misread a malformed address.
+	if changed("addr") {
+		if err := config.CheckAddr(s.Addr); err != nil {
+			return s, "", fmt.Errorf("--addr: %w", err)
+		}
 	}
 	if s.Token == "" && !s.AllowUnauthenticated && !loopback(s.Addr) {
 		return s, "", fmt.Errorf("refusing to listen on %s without a token: anyone who can reach it could run code on this machine.\n"+
