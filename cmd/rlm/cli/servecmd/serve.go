@@ -4,13 +4,11 @@ package servecmd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,9 +20,7 @@ import (
 	"github.com/rlmkit/rlm/core/backend"
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/mcpserver"
-	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/server"
-	"github.com/rlmkit/rlm/internal/launch"
 	"github.com/rlmkit/rlm/internal/version"
 )
 
@@ -425,10 +421,8 @@ func Run(ctx context.Context, o *Options) error {
 
 // modeError explains a mode that cannot be served.
 func modeError(err error) error {
-	var nf *launch.NotFoundError
-	if errors.As(err, &nf) && !slices.Contains(server.DetectOrder, nf.Name) {
-		return cmdutil.Usagef("unknown mode %q: use %s (comma-separated for several), or install a plugin named %s%s",
-			nf.Name, strings.Join(server.DetectOrder, ", "), plugin.Prefix, nf.Name)
+	if u := cmdutil.UnknownRuntime(err, "mode"); u != nil {
+		return u
 	}
 	return err
 }
