@@ -1,6 +1,11 @@
 package core
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/rlmkit/rlm/core/defaults"
+)
 
 // Limits bound one program or cell. Zero values mean the backend default.
 type Limits struct {
@@ -21,4 +26,15 @@ type Limits struct {
 	// enforces none of them (isolation none) is then refused instead of
 	// running without them. It is the host's and does not travel.
 	Strict bool
+}
+
+// InstallTimedOut is the message of an installation or a compilation
+// (what) that ran out of Limits.InstallTimeout after d. Plugins write it
+// without knowing who asked, so it names what each client can do: rlm
+// exec sets the limit with --install-timeout, while HTTP and MCP requests
+// have no field for it and always get defaults.InstallTimeout. (The wire
+// field, install_timeout_ms, is nothing a user sets.)
+func InstallTimedOut(what string, d time.Duration) string {
+	return fmt.Sprintf("%s timed out after %s (the install timeout: rlm exec --install-timeout sets it; HTTP and MCP requests get %s)",
+		what, d, defaults.InstallTimeout)
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -338,6 +339,39 @@ func (s Serve) validate(src string) error {
 	}
 	if s.LogFormat != "text" && s.LogFormat != "json" {
 		return &Error{Source: src, Key: "serve.log_format", Msg: fmt.Sprintf("%q is not a log format: use text or json", s.LogFormat)}
+	}
+	if err := CheckAddr(s.Addr); err != nil {
+		if os.Getenv("RLM_ADDR") != "" {
+			return &Error{Source: "environment", Key: "RLM_ADDR", Msg: err.Error()}
+		}
+		return &Error{Source: src, Key: "serve.addr", Msg: err.Error()}
+	}
+	return nil
+}
+
+// CheckAddr refuses a listen address that is not HOST:PORT with a port
+// from 0 to 65535 (or a service name such as http). It runs before the
+// server's other checks: the token check reads the host out of the
+// address and, given "garbage", would complain of a missing token rather
+// than of the address. The message says what is wrong and the form
+// wanted; callers prefix where the address came from.
+func CheckAddr(addr string) error {
+	const form = "use HOST:PORT, such as 127.0.0.1:8080 or [::1]:8080"
+	if addr == "" {
+		return fmt.Errorf("the listen address is empty: %s", form)
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not a listen address: %s", addr, form)
+	}
+	if n, err := strconv.Atoi(port); err == nil {
+		if n < 0 || n > 65535 {
+			return fmt.Errorf("%q: port %d is out of range: use 0 to 65535 (0 picks a free port)", addr, n)
+		}
+		return nil
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("%q: %q is not a port: %s", addr, port, form)
 	}
 	return nil
 }

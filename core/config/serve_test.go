@@ -55,3 +55,33 @@ func TestLimitsValidated(t *testing.T) {
 		t.Errorf("got %+v %+v", c.Limits, c.Serve.Isolation)
 	}
 }
+
+func TestServeAddrChecked(t *testing.T) {
+	for _, ok := range []string{"127.0.0.1:8080", "[::1]:0", ":8080", "localhost:http", "0.0.0.0:65535"} {
+		if err := CheckAddr(ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for bad, want := range map[string]string{
+		"garbage":         `"garbage" is not a listen address: use HOST:PORT, such as 127.0.0.1:8080`,
+		"127.0.0.1:99999": `"127.0.0.1:99999": port 99999 is out of range: use 0 to 65535`,
+		"127.0.0.1:-1":    "out of range",
+		"::1:8080":        "is not a listen address",
+		"127.0.0.1:nope":  `"nope" is not a port`,
+		"":                "the listen address is empty",
+	} {
+		if err := CheckAddr(bad); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want %q", bad, err, want)
+		}
+	}
+	// From the file or the environment, the key or variable is named.
+	p := filepath.Join(t.TempDir(), "rlm.toml")
+	os.WriteFile(p, []byte("[serve]\naddr = \"garbage\"\n"), 0o644)
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), p+`: serve.addr: "garbage" is not a listen address`) {
+		t.Errorf("file: %v", err)
+	}
+	t.Setenv("RLM_ADDR", "127.0.0.1:99999")
+	if _, err := Load(""); err == nil || !strings.Contains(err.Error(), `environment: RLM_ADDR: "127.0.0.1:99999": port 99999 is out of range`) {
+		t.Errorf("environment: %v", err)
+	}
+}

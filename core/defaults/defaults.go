@@ -19,6 +19,11 @@ const (
 	// LLMTimeout bounds each attempt of a model call (core/llm's
 	// Options.Timeout).
 	LLMTimeout = 10 * time.Minute
+	// InstallTimeout bounds installing a program's requirements (python,
+	// node) or compiling it (golang) when the request sets no limit of its
+	// own: rlm exec's --install-timeout sets one; HTTP and MCP requests
+	// cannot, so this is theirs.
+	InstallTimeout = 5 * time.Minute
 	// LLMMaxRetries is how many times a model call is retried after 408,
 	// 429, 5xx and dropped connections (core/llm's Options.MaxRetries).
 	LLMMaxRetries = 4

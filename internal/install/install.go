@@ -35,13 +35,14 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/program"
 )
 
 // DefaultTimeout bounds an installation when the request sets no
 // install_timeout_ms.
-const DefaultTimeout = 5 * time.Minute
+const DefaultTimeout = defaults.InstallTimeout
 
 // Installer describes one package manager.
 type Installer struct {
@@ -162,7 +163,7 @@ func (in *Installer) Ensure(ctx context.Context, reqs []string, opt core.Install
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return &Outcome{Duration: time.Since(start), Failed: failure(nil,
-				fmt.Sprintf("installing requirements timed out after %s waiting for another install of the same set", timeout))}, nil
+				core.InstallTimedOut("installing requirements (waiting for another install of the same set)", timeout))}, nil
 		}
 		return nil, err
 	}
@@ -194,7 +195,7 @@ func (in *Installer) Ensure(ctx context.Context, reqs []string, opt core.Install
 		why := fmt.Sprintf("installing requirements (%s) failed", strings.Join(reqs, ", "))
 		switch res.EndedBy {
 		case ending.Timeout:
-			why = fmt.Sprintf("installing requirements (%s) timed out after %s; raise install_timeout_ms (rlm exec --install-timeout)", strings.Join(reqs, ", "), timeout)
+			why = core.InstallTimedOut(fmt.Sprintf("installing requirements (%s)", strings.Join(reqs, ", ")), timeout)
 		case ending.Cancelled:
 			why = "installing requirements was cancelled"
 		}

@@ -163,6 +163,11 @@ func TestEnsureHasItsOwnTimeout(t *testing.T) {
 	if !strings.Contains(o.Failed.Error, "timed out after 200ms") {
 		t.Errorf("error %q does not say the install timed out", o.Failed.Error)
 	}
+	// It names what a user can set, not the wire field.
+	want := "installing requirements (slow) timed out after 200ms (the install timeout: rlm exec --install-timeout sets it; HTTP and MCP requests get 5m0s)"
+	if o.Failed.Error != want {
+		t.Errorf("error %q, want %q", o.Failed.Error, want)
+	}
 }
 
 func TestValidateRefusesOptions(t *testing.T) {

@@ -40,6 +40,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/native/inproc"
@@ -50,7 +51,7 @@ import (
 // DefaultBuildTimeout bounds a compilation when the request sets no
 // install_timeout_ms. A cold GOCACHE (the standard library compiled for the
 // first time) takes 10-20 s on an idle two-core machine, minutes on a busy one.
-const DefaultBuildTimeout = 5 * time.Minute
+const DefaultBuildTimeout = defaults.InstallTimeout
 
 // Probe reports the toolchain as `go version` prints it
 // ("go version go1.26.8 linux/amd64").
@@ -160,7 +161,7 @@ func build(ctx context.Context, t toolpath.Tool, ws *program.Workspace, p core.P
 	res.Isolation = ""
 	switch res.EndedBy {
 	case ending.Timeout:
-		res.Error = fmt.Sprintf("compilation timed out after %s; raise install_timeout_ms (rlm exec --install-timeout)", wall)
+		res.Error = core.InstallTimedOut("compilation", wall)
 	case ending.Exit:
 		res.Error = "compilation failed"
 		if strings.Contains(res.Stderr, "expected 'package'") {

@@ -158,9 +158,29 @@ func (o *Options) resolve() (daemon.Config, error) {
 	return dc, nil
 }
 
+// checkRuntimes refuses runtimes that have no plugin, before the daemon
+// starts: it would otherwise report itself started and say so only in
+// `rlm daemon status`, or to the first client. A name rlm does not ship is
+// a usage error, as in exec and serve (cmdutil.UnknownRuntime); a built-in
+// one whose plugin is missing is ExitNoRuntime.
+func checkRuntimes(dc daemon.Config) error {
+	for _, r := range dc.Runtimes {
+		if _, err := dc.Plugins.Find(r); err != nil {
+			if u := cmdutil.UnknownRuntime(err, "runtime"); u != nil {
+				return u
+			}
+			return &cmdutil.ExitError{Code: cmdutil.ExitNoRuntime, Err: err}
+		}
+	}
+	return nil
+}
+
 func runForeground(ctx context.Context, o *Options) error {
 	dc, err := o.resolve()
 	if err != nil {
+		return err
+	}
+	if err := checkRuntimes(dc); err != nil {
 		return err
 	}
 	dc.Log = o.F.IO.ErrOut
@@ -200,6 +220,9 @@ func (o *Options) reloadWorkers(srv *daemon.Server) {
 func runStart(ctx context.Context, o *Options) error {
 	dc, err := o.resolve()
 	if err != nil {
+		return err
+	}
+	if err := checkRuntimes(dc); err != nil {
 		return err
 	}
 	p := daemon.PathsFor(dc.Socket)

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
+	"github.com/rlmkit/rlm/core/daemon"
+	"github.com/rlmkit/rlm/internal/launch"
 )
 
 func newOpts(t *testing.T, toml string) *Options {
@@ -100,4 +102,34 @@ func asExit(err error, target **cmdutil.ExitError) bool {
 		*target = e
 	}
 	return ok
+}
+
+// A runtime without a plugin stops the daemon at start: a name rlm does not
+// ship is a usage error, a built-in one whose plugin is missing exit 127.
+func TestRuntimesWithoutPluginRefused(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rlm-plugin-python"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		runtimes []string
+		code     int // 0: accepted
+		msg      string
+	}{
+		{[]string{"python"}, 0, ""},
+		{[]string{"python", "cobol"}, cmdutil.ExitUsage, `unknown runtime "cobol": use python, golang, node, shell, or install a plugin named rlm-plugin-cobol ('rlm plugins' lists those installed)`},
+		{[]string{"node"}, cmdutil.ExitNoRuntime, `no plugin for runtime "node"`},
+	} {
+		err := checkRuntimes(daemon.Config{Runtimes: tc.runtimes, Plugins: launch.SearchPath{dir}})
+		if tc.code == 0 {
+			if err != nil {
+				t.Errorf("%v: %v", tc.runtimes, err)
+			}
+			continue
+		}
+		var ee *cmdutil.ExitError
+		if !asExit(err, &ee) || ee.Code != tc.code || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%v: got %v, want exit %d with %q", tc.runtimes, err, tc.code, tc.msg)
+		}
+	}
 }

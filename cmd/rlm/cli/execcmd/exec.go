@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -21,14 +20,10 @@ import (
 	"github.com/rlmkit/rlm/core/backend"
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/program"
 	"github.com/rlmkit/rlm/internal/install"
 	"github.com/rlmkit/rlm/internal/launch"
 )
-
-// BuiltinRuntimes are the runtimes rlm ships plugins for.
-var BuiltinRuntimes = []string{"python", "node", "golang", "shell"}
 
 // Options are exec's parsed flags.
 type Options struct {
@@ -129,7 +124,7 @@ what is read.`,
 	fl.BoolVar(&o.NoIndex, "no-index", false, "python: install requirements from --find-links only, never an index")
 	fl.StringVar(&o.NpmRegistry, "npm-registry", "", "node: npm registry URL for requirements")
 	fl.DurationVar(&o.InstallTimeout, "install-timeout", 0, "limit for installing requirements (python, node) or compiling (golang), separate from --timeout (default 5m)")
-	cmdutil.CompleteValues(cmd, "runtime", BuiltinRuntimes...)
+	cmdutil.CompleteValues(cmd, "runtime", cmdutil.BuiltinRuntimes...)
 	cmdutil.CompleteValues(cmd, "backend", backend.Valid...)
 	cmdutil.CompleteValues(cmd, "isolation", "auto", "none", "process", "namespace")
 	return cmd
@@ -163,11 +158,10 @@ func run(ctx context.Context, o *Options) error {
 	}
 	rt, err := backend.Open(ctx, o.Runtime, o.F.BackendOptions(o.Backend))
 	if err != nil {
-		var nf *launch.NotFoundError
-		if errors.As(err, &nf) && !slices.Contains(BuiltinRuntimes, o.Runtime) && o.Runtime != backend.Pyodide {
-			return cmdutil.Usagef("unknown runtime %q: use one of %s, or install a plugin named %s%s", o.Runtime,
-				strings.Join(BuiltinRuntimes, ", "), plugin.Prefix, o.Runtime)
+		if u := cmdutil.UnknownRuntime(err, "runtime"); u != nil {
+			return u
 		}
+		var nf *launch.NotFoundError
 		if errors.As(err, &nf) {
 			return &cmdutil.ExitError{Code: cmdutil.ExitNoRuntime, Err: err}
 		}

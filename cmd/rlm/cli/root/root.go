@@ -74,6 +74,7 @@ func Run(args []string, io *cmdutil.IOStreams, configure func(*cmdutil.Factory))
 	for _, add := range extraCommands {
 		cmd.AddCommand(add(f))
 	}
+	cmdutil.RejectUnknownSubcommands(cmd)
 	cmd.SetArgs(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

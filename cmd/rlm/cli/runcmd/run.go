@@ -309,6 +309,9 @@ func run(ctx context.Context, o *Options) error {
 	}
 	var trace *traceFile
 	if o.Trace != "" {
+		if err := cmdutil.CheckOutputFile("--trace", o.Trace, "run.jsonl"); err != nil {
+			return err
+		}
 		if trace, err = createTrace(o.Trace); err != nil {
 			return cmdutil.Usage(err)
 		}
@@ -441,17 +444,9 @@ func exitCode(ctx context.Context, err error) int {
 // would overwrite the trace, before the run spends anything.
 func checkPagePath(path, trace string) error {
 	if trace != "" && filepath.Clean(path) == filepath.Clean(trace) {
-		return fmt.Errorf("--trace-html %s is also the --trace file: give the page another name", path)
+		return cmdutil.Usagef("--trace-html %s is also the --trace file: give the page another name", path)
 	}
-	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
-	if err != nil || !st.IsDir() {
-		return fmt.Errorf("--trace-html %s: the directory %s does not exist: create it or choose another path", path, dir)
-	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("--trace-html %s is a directory: give a file name such as %s", path, filepath.Join(path, "run.html"))
-	}
-	return nil
+	return cmdutil.CheckOutputFile("--trace-html", path, "run.html")
 }
 
 // traceFile remembers the first write error so that a full disk does not

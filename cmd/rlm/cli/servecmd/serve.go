@@ -4,13 +4,11 @@ package servecmd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,9 +20,7 @@ import (
 	"github.com/rlmkit/rlm/core/backend"
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/mcpserver"
-	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/server"
-	"github.com/rlmkit/rlm/internal/launch"
 	"github.com/rlmkit/rlm/internal/version"
 )
 
@@ -222,8 +218,13 @@ func (o *Options) settings(cfg config.Config) (config.Serve, string, error) {
 	if b == backend.Auto {
 		b = backend.Native
 	}
-	if s.Addr == "" {
-		return s, "", errors.New("the listen address is empty")
+	// The file's and the environment's address were checked as they were
+	// loaded (config.Serve); the flag's is checked here, before the token
+	// check, which could only misread a malformed address.
+	if changed("addr") {
+		if err := config.CheckAddr(s.Addr); err != nil {
+			return s, "", fmt.Errorf("--addr: %w", err)
+		}
 	}
 	if s.Token == "" && !s.AllowUnauthenticated && !loopback(s.Addr) {
 		return s, "", fmt.Errorf("refusing to listen on %s without a token: anyone who can reach it could run code on this machine.\n"+
@@ -420,10 +421,8 @@ func Run(ctx context.Context, o *Options) error {
 
 // modeError explains a mode that cannot be served.
 func modeError(err error) error {
-	var nf *launch.NotFoundError
-	if errors.As(err, &nf) && !slices.Contains(server.DetectOrder, nf.Name) {
-		return cmdutil.Usagef("unknown mode %q: use %s (comma-separated for several), or install a plugin named %s%s",
-			nf.Name, strings.Join(server.DetectOrder, ", "), plugin.Prefix, nf.Name)
+	if u := cmdutil.UnknownRuntime(err, "mode"); u != nil {
+		return u
 	}
 	return err
 }

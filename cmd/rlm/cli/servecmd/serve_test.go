@@ -84,3 +84,18 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// A malformed --addr is named as such, not taken for a public address
+// that lacks a token.
+func TestBadAddr(t *testing.T) {
+	for addr, want := range map[string]string{
+		"garbage":         `--addr: "garbage" is not a listen address: use HOST:PORT, such as 127.0.0.1:8080`,
+		"127.0.0.1:99999": `--addr: "127.0.0.1:99999": port 99999 is out of range`,
+		"":                "--addr: the listen address is empty",
+	} {
+		_, _, err := parse(t, "--addr", addr).settings(config.Default())
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "token") {
+			t.Errorf("--addr %q: got %v, want %q", addr, err, want)
+		}
+	}
+}

@@ -74,6 +74,11 @@ func viewRun(o *ViewOptions) error {
 	if err != nil {
 		return cmdutil.Usage(err)
 	}
+	// Checked once the trace is read: a trace that cannot be read is the
+	// first thing to fix, and the default page sits beside it anyway.
+	if err := cmdutil.CheckOutputFile("-o", o.Out, DefaultHTML(filepath.Base(o.Trace))); err != nil {
+		return err
+	}
 	warnIncomplete(o.IO.ErrOut, o.Trace, rep)
 	if err := traceview.WriteFile(o.Out, traceview.Build(evs, rep)); err != nil {
 		return err

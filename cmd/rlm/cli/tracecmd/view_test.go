@@ -64,4 +64,16 @@ func TestViewRun(t *testing.T) {
 	if !errors.As(err, &ee) || ee.Code != cmdutil.ExitUsage || !strings.Contains(err.Error(), "rlm run TASK --trace") {
 		t.Errorf("missing trace: %v", err)
 	}
+
+	// A directory as the page is refused before anything is written, as
+	// rlm run --trace-html refuses it.
+	dir := t.TempDir()
+	f, _, errb = testFactory()
+	err = viewRun(&ViewOptions{IO: f.IO, Trace: "../../../../examples/aggregate/transcript.jsonl", Out: dir})
+	if !errors.As(err, &ee) || ee.Code != cmdutil.ExitUsage || !strings.Contains(err.Error(), "-o "+dir+" is a directory: give a file name such as "+filepath.Join(dir, "transcript.html")) {
+		t.Errorf("directory as the page: %v", err)
+	}
+	if errb.Len() > 0 {
+		t.Errorf("stderr %q", errb.String())
+	}
 }
