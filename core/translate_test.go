@@ -134,3 +134,19 @@ func TestQueryRoundTrip(t *testing.T) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, q)
 	}
 }
+
+// A positive duration under a millisecond must not become 0 on the wire,
+// which means "the default" (30 s for the wall clock): a --timeout of 1ns
+// is 1 ms, never the default.
+func TestLimitsProtoSubMillisecond(t *testing.T) {
+	l := LimitsProto(Limits{Wall: time.Nanosecond, CPU: 500 * time.Microsecond, InstallTimeout: 999 * time.Microsecond})
+	if l.GetWallMs() != 1 || l.GetCpuMs() != 1 || l.GetInstallTimeoutMs() != 1 {
+		t.Errorf("sub-millisecond limits on the wire: wall %d, cpu %d, install %d ms; want 1 each", l.GetWallMs(), l.GetCpuMs(), l.GetInstallTimeoutMs())
+	}
+	if l := LimitsProto(Limits{Wall: 2500 * time.Microsecond}); l.GetWallMs() != 2 {
+		t.Errorf("2.5 ms is %d ms on the wire, want 2", l.GetWallMs())
+	}
+	if l := LimitsProto(Limits{}); l.GetWallMs() != 0 || l.GetCpuMs() != 0 || l.GetInstallTimeoutMs() != 0 {
+		t.Errorf("zero limits must stay 0 (the defaults): %v", l)
+	}
+}
