@@ -83,7 +83,7 @@ type SandboxFactory func(ctx context.Context, opts SessionOptions) (Session, err
 // Limits.Isolation resolves to for the plugin's sessions (Isolation); a
 // level or limit they cannot honour is a RefusedError.
 func (r *Runtime) OpenSession(ctx context.Context, opts SessionOptions) (Session, error) {
-	limits, err := r.sandbox(ctx, opts.Limits, true)
+	limits, err := r.Sandbox(ctx, opts.Limits, true)
 	if err != nil {
 		return nil, err
 	}

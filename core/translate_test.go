@@ -98,7 +98,7 @@ func TestResultDurationMs(t *testing.T) {
 
 func TestProgramRoundTrip(t *testing.T) {
 	p := filled[Program](t)
-	p.Limits.Strict = false // the host's: it does not travel
+	p.Limits.Strict = 0 // the host's: it does not travel
 	p.Context.Kind = "json"
 	if got := ProgramFromProto(ProgramProto(p)); !reflect.DeepEqual(got, p) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, p)
@@ -107,7 +107,7 @@ func TestProgramRoundTrip(t *testing.T) {
 
 func TestSessionRoundTrip(t *testing.T) {
 	o := filled[SessionOptions](t)
-	o.Limits.Strict = false
+	o.Limits.Strict = 0
 	o.Context.Kind = "text"
 	// Bridges and ReturnFiles are the host's: callbacks and file requests
 	// travel per cell, not in the open message.
