@@ -18,7 +18,12 @@ type Info struct {
 	Language       string // "python"
 	FileExtension  string // ".py"
 	RuntimeVersion string // "Python 3.11.7", as the tool prints it
-	// Capabilities: repl, program, requirements, fuel, files, check.
+	// Capabilities: repl, program, requirements, fuel, files, check; and,
+	// for a plugin with an isolation level of its own (pyodide's wasm), the
+	// resource limits it enforces there (memory, max-processes, max-disk,
+	// cpu: core.Resources' names). The host cannot judge such a level, so an
+	// explicit limit it does not declare is refused; at none, process and
+	// namespace the level alone says what holds.
 	Capabilities      []string
 	Available         bool
 	UnavailableReason string // "'node' not found in PATH"

@@ -73,33 +73,55 @@ func ResolveIsolation(info *Info, plugin, requested string, session bool, host i
 	return requested, nil
 }
 
-// checkLimits refuses limits set explicitly (Limits.Strict) at level none,
-// which enforces no resource limit: running without them would be the
-// silent downgrade the caller asked not to get.
-func checkLimits(l Limits, plugin, level string) error {
-	if !l.Strict || level != string(isolation.None) {
-		return nil
+// held are the resource limits a plugin enforces at level: none at level
+// none; all of them at the other levels internal/isolate defines (process,
+// namespace), which enforce every one; at a level of the plugin's own (such
+// as pyodide's wasm), which the host cannot judge, only those info declares
+// among its capabilities ("memory", "max-processes", "max-disk", "cpu").
+func held(info *Info, level string) Resources {
+	switch {
+	case level == string(isolation.None):
+		return 0
+	case slices.Contains(hostLevels, isolation.Level(level)):
+		return AllResources
 	}
-	var set []string
-	for _, f := range []struct {
-		name string
-		on   bool
-	}{
-		{"memory", l.MemoryBytes > 0},
-		{"max-processes", l.MaxProcesses > 0},
-		{"max-disk", l.MaxDiskBytes > 0},
-		{"cpu", l.CPU > 0},
-	} {
-		if f.on {
-			set = append(set, "--"+f.name)
+	var r Resources
+	for _, name := range AllResources.Names() {
+		if info.Has(name) {
+			r |= ResourceNamed(name)
 		}
 	}
-	if len(set) == 0 {
+	return r
+}
+
+// checkLimits refuses a request whose explicit limits cannot hold where it
+// would run: a resource limit asked for explicitly (Limits.Strict) that the
+// level does not enforce (held), or a fuel budget on a runtime that counts
+// no fuel (-1, unlimited, holds everywhere). Running without them would be the silent downgrade the caller
+// asked not to get. The message names only the limits the caller asked for:
+// configured defaults a level cannot hold are not refused, as at none.
+func checkLimits(l Limits, info *Info, plugin, level string) error {
+	if l.Fuel > 0 && !info.Has("fuel") {
+		return refused(codes.InvalidArgument,
+			"--fuel cannot hold: plugin %s counts no fuel (only the pyodide backend does); bound the run with --timeout (or --cpu), run it with -b pyodide, or drop --fuel",
+			plugin)
+	}
+	lost := l.Strict & l.Set() &^ held(info, level)
+	if lost == 0 {
 		return nil
 	}
+	if level == string(isolation.None) {
+		return refused(codes.FailedPrecondition,
+			"%s cannot hold: plugin %s runs this at isolation none, which enforces no resource limit; use --isolation process or namespace with a plugin that declares them, or drop the flag",
+			lost.Flags(), plugin)
+	}
+	enforced := "no resource limit"
+	if h := held(info, level); h != 0 {
+		enforced = "only " + h.Flags()
+	}
 	return refused(codes.FailedPrecondition,
-		"%s cannot hold: plugin %s runs this at isolation none, which enforces no resource limit; use --isolation process or namespace with a plugin that declares them, or drop the flag",
-		strings.Join(set, ", "), plugin)
+		"%s cannot hold: plugin %s runs this at isolation %s, which enforces %s; drop the flag, or use a runtime that enforces it (for python, -b native at isolation process or namespace)",
+		lost.Flags(), plugin, level, enforced)
 }
 
 func refused(c codes.Code, format string, args ...any) error {
@@ -154,14 +176,21 @@ func (r *Runtime) pluginName() string {
 	return r.Name
 }
 
-// sandbox resolves l's isolation for this runtime and checks its limits
-// can hold there; the result is what goes on the wire.
-func (r *Runtime) sandbox(ctx context.Context, l Limits, session bool) (Limits, error) {
+// Sandbox resolves l's isolation for this runtime's programs (or, with
+// session, its REPL sessions) and checks that its explicit limits can hold
+// there (checkLimits); the result is what goes on the wire. Run and
+// OpenSession call it; a server calls it at start to refuse a configuration
+// every request would be refused for.
+func (r *Runtime) Sandbox(ctx context.Context, l Limits, session bool) (Limits, error) {
 	level, err := r.Isolation(ctx, l.Isolation, session)
 	if err != nil {
 		return l, err
 	}
-	if err := checkLimits(l, r.pluginName(), level); err != nil {
+	info, err := r.Declared(ctx)
+	if err != nil {
+		return l, err
+	}
+	if err := checkLimits(l, info, r.pluginName(), level); err != nil {
 		return l, err
 	}
 	l.Isolation = level

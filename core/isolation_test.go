@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rlmkit/rlm/core/isolation"
 )
@@ -93,17 +94,76 @@ func TestResolveIsolationExplicit(t *testing.T) {
 }
 
 func TestCheckLimitsAtNone(t *testing.T) {
-	strict := Limits{Strict: true, MemoryBytes: 50 << 20}
-	if err := checkLimits(strict, "noiso", "none"); err == nil || !strings.Contains(err.Error(), "--memory cannot hold: plugin noiso") {
+	noiso := &Info{Name: "noiso"}
+	strict := Limits{Strict: MemoryLimit, MemoryBytes: 50 << 20}
+	if err := checkLimits(strict, noiso, "noiso", "none"); err == nil || !strings.Contains(err.Error(), "--memory cannot hold: plugin noiso") {
 		t.Errorf("a flag-given memory limit at none: got %v", err)
 	}
-	if err := checkLimits(strict, "noiso", "process"); err != nil {
+	if err := checkLimits(strict, noiso, "noiso", "process"); err != nil {
 		t.Errorf("at process the limit holds: %v", err)
 	}
-	if err := checkLimits(Limits{MemoryBytes: 1 << 30}, "noiso", "none"); err != nil {
+	if err := checkLimits(Limits{MemoryBytes: 1 << 30}, noiso, "noiso", "none"); err != nil {
 		t.Errorf("a default limit at none: %v", err)
 	}
-	if err := checkLimits(Limits{Strict: true}, "noiso", "none"); err != nil {
+	if err := checkLimits(Limits{Strict: AllResources}, noiso, "noiso", "none"); err != nil {
 		t.Errorf("strict without limits: %v", err)
+	}
+}
+
+// The refusal names only the limits the caller asked for, not the
+// configured defaults beside them (the defaults alone are not refused).
+func TestCheckLimitsNamesOnlyTheAskedFor(t *testing.T) {
+	l := Limits{Strict: DiskLimit, MemoryBytes: 1 << 30, MaxProcesses: 256, MaxDiskBytes: 1 << 20}
+	err := checkLimits(l, &Info{}, "python", "none")
+	if err == nil {
+		t.Fatal("--max-disk at none was not refused")
+	}
+	if msg := err.Error(); !strings.HasPrefix(msg, "--max-disk cannot hold") || strings.Contains(msg, "--memory") || strings.Contains(msg, "--max-processes") {
+		t.Errorf("got %q; want it to name --max-disk alone", msg)
+	}
+}
+
+// At a plugin's own level (pyodide's wasm) only the limits it declares as
+// capabilities hold; the others, asked for explicitly, are refused.
+func TestCheckLimitsAtPluginLevel(t *testing.T) {
+	wasm := &Info{Capabilities: []string{"repl", "fuel", "memory", "max-processes"}}
+	for _, tc := range []struct {
+		l    Limits
+		want string // "" when it holds
+	}{
+		{Limits{Strict: MemoryLimit, MemoryBytes: 64 << 20}, ""},
+		{Limits{Strict: ProcessLimit, MaxProcesses: 4}, ""},
+		{Limits{Strict: DiskLimit, MaxDiskBytes: 1 << 20}, "--max-disk cannot hold: plugin pyodide runs this at isolation wasm, which enforces only --memory, --max-processes"},
+		{Limits{Strict: CPULimit | MemoryLimit, CPU: time.Second, MemoryBytes: 64 << 20}, "--cpu cannot hold"},
+		// configured defaults it cannot hold are not the caller's request
+		{Limits{MaxDiskBytes: 1 << 20, CPU: time.Second}, ""},
+	} {
+		err := checkLimits(tc.l, wasm, "pyodide", "wasm")
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v: %v", tc.l, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%+v: got %v, want %q", tc.l, err, tc.want)
+		}
+	}
+	if err := checkLimits(Limits{Strict: MemoryLimit, MemoryBytes: 1}, &Info{}, "p", "wasm"); err == nil || !strings.Contains(err.Error(), "enforces no resource limit") {
+		t.Errorf("a plugin level declaring no limit: %v", err)
+	}
+}
+
+// A fuel budget on a runtime that counts no fuel is refused; unlimited
+// (-1) and the default (0) hold everywhere.
+func TestCheckLimitsFuel(t *testing.T) {
+	native, wasm := &Info{Capabilities: []string{"program"}}, &Info{Capabilities: []string{"fuel"}}
+	if err := checkLimits(Limits{Fuel: 100}, native, "python", "namespace"); err == nil || !strings.Contains(err.Error(), "--fuel cannot hold: plugin python counts no fuel") {
+		t.Errorf("--fuel 100 on native python: %v", err)
+	}
+	for _, f := range []int64{0, -1} {
+		if err := checkLimits(Limits{Fuel: f}, native, "python", "namespace"); err != nil {
+			t.Errorf("--fuel %d on native python: %v", f, err)
+		}
+	}
+	if err := checkLimits(Limits{Fuel: 100}, wasm, "pyodide", "wasm"); err != nil {
+		t.Errorf("--fuel on pyodide: %v", err)
 	}
 }

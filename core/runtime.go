@@ -98,7 +98,7 @@ type InstallOptions struct {
 // than the one it was asked for broke its declaration: that is an error,
 // not a result.
 func (r *Runtime) Run(ctx context.Context, p Program) (*Result, error) {
-	limits, err := r.sandbox(ctx, p.Limits, false)
+	limits, err := r.Sandbox(ctx, p.Limits, false)
 	if err != nil {
 		return nil, err
 	}

@@ -83,7 +83,7 @@ type SandboxFactory func(ctx context.Context, opts SessionOptions) (Session, err
 // Limits.Isolation resolves to for the plugin's sessions (Isolation); a
 // level or limit they cannot honour is a RefusedError.
 func (r *Runtime) OpenSession(ctx context.Context, opts SessionOptions) (Session, error) {
-	limits, err := r.sandbox(ctx, opts.Limits, true)
+	limits, err := r.Sandbox(ctx, opts.Limits, true)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +273,7 @@ func (s *session) Execute(ctx context.Context, code string, timeout time.Duratio
 }
 
 func (s *session) RunCell(ctx context.Context, c Cell) (*Result, error) {
-	ex := &pb.Execute{Code: []byte(c.Code), TimeoutMs: c.Timeout.Milliseconds(), ReturnFiles: s.returnFiles}
+	ex := &pb.Execute{Code: []byte(c.Code), TimeoutMs: WireMs(c.Timeout), ReturnFiles: s.returnFiles}
 	for _, f := range c.Files {
 		ex.Files = append(ex.Files, &pb.File{Path: f.Path, Data: f.Data})
 	}

@@ -134,8 +134,8 @@ func SessionFromProto(o *pb.OpenSession) SessionOptions {
 // not travel.
 func LimitsProto(l Limits) *pb.Limits {
 	return &pb.Limits{
-		WallMs:           l.Wall.Milliseconds(),
-		CpuMs:            l.CPU.Milliseconds(),
+		WallMs:           WireMs(l.Wall),
+		CpuMs:            WireMs(l.CPU),
 		MemoryBytes:      l.MemoryBytes,
 		MaxProcesses:     l.MaxProcesses,
 		MaxOutputBytes:   l.MaxOutputBytes,
@@ -144,9 +144,21 @@ func LimitsProto(l Limits) *pb.Limits {
 		Fuel:             l.Fuel,
 		AllowNetwork:     l.AllowNetwork,
 		Isolation:        l.Isolation,
-		InstallTimeoutMs: l.InstallTimeout.Milliseconds(),
+		InstallTimeoutMs: WireMs(l.InstallTimeout),
 		MaxFiles:         l.MaxFiles,
 	}
+}
+
+// WireMs is d in whole milliseconds, as the wire carries a limit's
+// duration, and never 0 when d is positive: 0 on the wire means "the
+// default", so truncating a --timeout of 500us would run the program for
+// the 30 s default instead. A positive duration under a millisecond
+// becomes 1 ms (POST /execute rounds timeout_seconds the same way).
+func WireMs(d time.Duration) int64 {
+	if d > 0 && d < time.Millisecond {
+		return 1
+	}
+	return d.Milliseconds()
 }
 
 // LimitsFromProto converts wire limits (nil: all zero, the defaults).

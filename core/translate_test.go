@@ -98,7 +98,7 @@ func TestResultDurationMs(t *testing.T) {
 
 func TestProgramRoundTrip(t *testing.T) {
 	p := filled[Program](t)
-	p.Limits.Strict = false // the host's: it does not travel
+	p.Limits.Strict = 0 // the host's: it does not travel
 	p.Context.Kind = "json"
 	if got := ProgramFromProto(ProgramProto(p)); !reflect.DeepEqual(got, p) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, p)
@@ -107,7 +107,7 @@ func TestProgramRoundTrip(t *testing.T) {
 
 func TestSessionRoundTrip(t *testing.T) {
 	o := filled[SessionOptions](t)
-	o.Limits.Strict = false
+	o.Limits.Strict = 0
 	o.Context.Kind = "text"
 	// Bridges and ReturnFiles are the host's: callbacks and file requests
 	// travel per cell, not in the open message.
@@ -132,5 +132,21 @@ func TestQueryRoundTrip(t *testing.T) {
 	}
 	if got := QueryFromProto(c); !reflect.DeepEqual(got, q) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, q)
+	}
+}
+
+// A positive duration under a millisecond must not become 0 on the wire,
+// which means "the default" (30 s for the wall clock): a --timeout of 1ns
+// is 1 ms, never the default.
+func TestLimitsProtoSubMillisecond(t *testing.T) {
+	l := LimitsProto(Limits{Wall: time.Nanosecond, CPU: 500 * time.Microsecond, InstallTimeout: 999 * time.Microsecond})
+	if l.GetWallMs() != 1 || l.GetCpuMs() != 1 || l.GetInstallTimeoutMs() != 1 {
+		t.Errorf("sub-millisecond limits on the wire: wall %d, cpu %d, install %d ms; want 1 each", l.GetWallMs(), l.GetCpuMs(), l.GetInstallTimeoutMs())
+	}
+	if l := LimitsProto(Limits{Wall: 2500 * time.Microsecond}); l.GetWallMs() != 2 {
+		t.Errorf("2.5 ms is %d ms on the wire, want 2", l.GetWallMs())
+	}
+	if l := LimitsProto(Limits{}); l.GetWallMs() != 0 || l.GetCpuMs() != 0 || l.GetInstallTimeoutMs() != 0 {
+		t.Errorf("zero limits must stay 0 (the defaults): %v", l)
 	}
 }

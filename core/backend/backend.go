@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/internal/catalog"
 	"github.com/rlmkit/rlm/internal/isolate"
@@ -69,7 +71,8 @@ func Open(ctx context.Context, runtime string, o Options) (*core.Runtime, error)
 		return o.DaemonDial(ctx, o.DaemonSocket, runtime)
 	case Pyodide:
 		if runtime != "python" {
-			return nil, fmt.Errorf("the pyodide backend runs python only, not %s", runtime)
+			return nil, &core.RefusedError{Code: codes.InvalidArgument,
+				Msg: fmt.Sprintf("the pyodide backend runs python only, not %s: drop -b pyodide (or use -b native) for %s", runtime, runtime)}
 		}
 		return startPlugin(ctx, Pyodide, runtime, Pyodide, o)
 	case Native:

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlmkit/rlm/core"
 	pb "github.com/rlmkit/rlm/core/proto"
 )
 
@@ -178,7 +179,7 @@ func (w *worker) Err() error {
 func (w *worker) runCell(ctx context.Context, code string, timeout time.Duration) (*pb.Result, error) {
 	const id = 1
 	if err := w.send(&pb.SessionRequest{Msg: &pb.SessionRequest_Execute{Execute: &pb.Execute{
-		Id: id, Code: []byte(code), TimeoutMs: timeout.Milliseconds()}}}); err != nil {
+		Id: id, Code: []byte(code), TimeoutMs: core.WireMs(timeout)}}}); err != nil {
 		return nil, fmt.Errorf("the daemon's worker is gone: %w", err)
 	}
 	for {

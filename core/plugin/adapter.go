@@ -126,6 +126,11 @@ func (s *server) Session(stream pb.Runtime_SessionServer) error {
 	if err == nil && (sess == nil || sess.REPL == nil) {
 		err = errors.New("the runtime opened no session and gave no error")
 	}
+	if _, ok := refusal(err); ok {
+		// a refusal (plugin.Invalid, Unavailable) keeps its kind, as Run's
+		// does: the host reads it back as core.RefusedError
+		return toStatus(err)
+	}
 	if err != nil {
 		return SendFatal(stream, err.Error())
 	}

@@ -39,7 +39,12 @@ func (s *Server) get(ctx context.Context) (*Runner, error) {
 func (s *Server) Info(ctx context.Context) (core.Info, error) {
 	r := core.Info{
 		Name: "pyodide", PluginVersion: version.String(), Language: "python", FileExtension: ".py",
-		Capabilities: []string{"repl", "program", "fuel", "files", "check"}, Backend: "pyodide",
+		// Of the resource limits, wasm enforces memory (linear memory is
+		// capped per run and per session) and processes (a WASI guest
+		// cannot start one, so any --max-processes holds); disk and CPU
+		// seconds it does not (fuel is its CPU budget), and the host
+		// refuses them when asked for (core.Info.Capabilities).
+		Capabilities: []string{"repl", "program", "fuel", "files", "check", "memory", "max-processes"}, Backend: "pyodide",
 		IsolationLevels: []string{"wasm"},
 		// Sessions run in the same WebAssembly sandbox as programs.
 		SessionIsolationLevels: []string{"wasm"},
@@ -81,6 +86,9 @@ func (s *Server) Run(ctx context.Context, p core.Program) (*core.Result, error) 
 		Fuel: l.Fuel, Timeout: l.Wall,
 		MemoryBytes: memoryLimit(l.MemoryBytes), MaxOutputBytes: int(l.MaxOutputBytes),
 	})
+	if errors.Is(err, ErrMemoryTooSmall) {
+		return nil, plugin.Invalid(err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +132,9 @@ func (s *Server) OpenSession(ctx context.Context, open core.SessionOptions) (*pl
 		}
 	}
 	sess, err := rn.OpenSession(ctx, spec)
+	if errors.Is(err, ErrMemoryTooSmall) {
+		return nil, plugin.Invalid(err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("starting the WebAssembly python: %w", err)
 	}

@@ -219,6 +219,23 @@ func TestPluginMemoryZeroIsNoLimit(t *testing.T) {
 	}
 }
 
+// A memory limit below what the interpreter starts with is the request's
+// fault: a refusal (rlm exec exits 2), for programs and sessions alike, not
+// a runtime failure.
+func TestPluginMemoryBelowMinimumRefused(t *testing.T) {
+	rt := startRuntime(t)
+	l := core.Limits{MemoryBytes: 1 << 10}
+	_, err := rt.Run(context.Background(), core.Program{Code: "pass", Limits: l})
+	var refused *core.RefusedError
+	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "below the interpreter's initial memory") || !strings.Contains(err.Error(), "--memory") {
+		t.Errorf("program: err = %v (%T), want a refusal naming --memory", err, err)
+	}
+	_, err = rt.OpenSession(context.Background(), core.SessionOptions{Limits: l})
+	if !errors.As(err, &refused) {
+		t.Errorf("session: err = %v (%T), want a refusal", err, err)
+	}
+}
+
 // Through the plugin a WebAssembly cell gives its final expression's value,
 // takes files into /app and reports the files it produces, as a native
 // Python session does.

@@ -459,12 +459,18 @@ func withEnv(cfg wazero.ModuleConfig, extra map[string]string) wazero.ModuleConf
 	return cfg
 }
 
+// ErrMemoryTooSmall is wrapped by the error of a run or session whose
+// memory limit is below the interpreter's initial memory: the request is
+// wrong, not the runtime, and the plugin refuses it as such.
+var ErrMemoryTooSmall = errors.New("memory limit below the interpreter's initial memory")
+
 // checkMemory rejects a cap below the module's initial memory: wazero cannot
 // fail an instantiation gracefully when the allocator refuses that much.
 func (r *Runner) checkMemory(limit uint64) error {
 	for _, m := range r.compiled.ExportedMemories() {
 		if min := uint64(m.Min()) << 16; limit < min {
-			return fmt.Errorf("pyodide: memory limit of %d bytes is below the interpreter's initial memory of %d bytes", limit, min)
+			return fmt.Errorf("pyodide: memory limit of %d bytes is below the interpreter's initial memory of %d bytes; give at least %d MiB (--memory %dMiB): %w",
+				limit, min, (min+1<<20-1)>>20, (min+1<<20-1)>>20, ErrMemoryTooSmall)
 		}
 	}
 	return nil

@@ -135,6 +135,17 @@ func Usage(err error) error {
 	return &ExitError{Code: ExitUsage, Err: err}
 }
 
+// Refused says whether err is a refusal of what was asked
+// (core.RefusedError): an isolation level or a limit the runtime's plugin
+// cannot hold, a runtime its backend does not run, a file clashing with the
+// program's. Nothing ran and the fix is the caller's (a flag, the
+// configuration), so commands exit with a usage error (2) for it, never
+// with a status a program could have given.
+func Refused(err error) bool {
+	var r *core.RefusedError
+	return errors.As(err, &r)
+}
+
 // Usagef is Usage(fmt.Errorf(...)).
 func Usagef(format string, args ...any) error { return Usage(fmt.Errorf(format, args...)) }
 

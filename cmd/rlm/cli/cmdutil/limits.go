@@ -82,7 +82,13 @@ func (l *LimitFlags) Apply(cfg config.Limits, dst *core.Limits) error {
 	}
 	dst.AllowNetwork = l.AllowNetwork
 	// Limits given as flags must hold: core refuses to run them at a level
-	// that enforces none (isolation none).
-	dst.Strict = l.changed("memory") || l.changed("max-processes") || l.changed("max-disk") || l.changed("cpu")
+	// that does not enforce them (isolation none, pyodide's wasm for
+	// --max-disk), naming each. The configuration's are defaults.
+	dst.Strict = 0
+	for _, name := range core.AllResources.Names() {
+		if l.changed(name) {
+			dst.Strict |= core.ResourceNamed(name)
+		}
+	}
 	return nil
 }

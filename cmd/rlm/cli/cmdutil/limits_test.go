@@ -37,7 +37,7 @@ func TestLimitFlagsOverConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := core.Limits{Isolation: "none", MemoryBytes: 64 << 20, MaxProcesses: 8, MaxDiskBytes: 1 << 20, CPU: 2 * time.Second, AllowNetwork: true, Strict: true}
+	want := core.Limits{Isolation: "none", MemoryBytes: 64 << 20, MaxProcesses: 8, MaxDiskBytes: 1 << 20, CPU: 2 * time.Second, AllowNetwork: true, Strict: core.AllResources}
 	if got != want {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
@@ -81,13 +81,17 @@ func TestLimitFlagsAutoIsLeftToTheRuntime(t *testing.T) {
 
 // Only limits given as flags are strict; the configured defaults are not.
 func TestLimitFlagsStrict(t *testing.T) {
-	if got, _ := apply(t); got.Strict {
+	if got, _ := apply(t); got.Strict != 0 {
 		t.Error("defaults marked strict")
 	}
-	if got, _ := apply(t, "--isolation", "none"); got.Strict {
+	if got, _ := apply(t, "--isolation", "none"); got.Strict != 0 {
 		t.Error("--isolation alone marked strict")
 	}
-	if got, _ := apply(t, "--cpu", "1s"); !got.Strict {
-		t.Error("--cpu not marked strict")
+	if got, _ := apply(t, "--cpu", "1s"); got.Strict != core.CPULimit {
+		t.Errorf("--cpu: strict %v, want cpu alone", got.Strict.Names())
+	}
+	// each flag marks its own limit, not the configured others
+	if got, _ := apply(t, "--max-disk", "1MiB", "--memory", "0"); got.Strict != core.DiskLimit|core.MemoryLimit {
+		t.Errorf("--max-disk --memory: strict %v", got.Strict.Names())
 	}
 }

@@ -22,7 +22,6 @@ import (
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/program"
 	"github.com/rlmkit/rlm/internal/install"
-	"github.com/rlmkit/rlm/internal/launch"
 )
 
 // Options are exec's parsed flags.
@@ -161,13 +160,26 @@ func run(ctx context.Context, o *Options) error {
 		if u := cmdutil.UnknownRuntime(err, "runtime"); u != nil {
 			return u
 		}
-		var nf *launch.NotFoundError
-		if errors.As(err, &nf) {
-			return &cmdutil.ExitError{Code: cmdutil.ExitNoRuntime, Err: err}
+		if cmdutil.Refused(err) {
+			return cmdutil.Usage(err)
 		}
-		return err
+		// Not found, or a plugin that crashed, hung or broke its handshake
+		// (`rlm plugins` lists it unavailable), or an unreachable daemon.
+		return &cmdutil.ExitError{Code: cmdutil.ExitNoRuntime, Err: err}
 	}
 	defer rt.Close()
+	err = runOn(ctx, rt, o, prog)
+	if cmdutil.Refused(err) {
+		// rlm's own refusal (a level or limit the plugin cannot hold, a
+		// clashing file) must not exit 1 like the program's own failure.
+		return cmdutil.Usage(err)
+	}
+	return err
+}
+
+// runOn runs prog (or checks it) on rt and reports the result. Its errors
+// are mapped to exit codes by run.
+func runOn(ctx context.Context, rt *core.Runtime, o *Options, prog core.Program) error {
 	if err := ready(ctx, rt, o, prog); err != nil {
 		return err
 	}
@@ -300,6 +312,9 @@ func (o *Options) program(cfg config.Config) (core.Program, error) {
 		return p, fmt.Errorf("--timeout must be positive")
 	}
 	p.Limits.MaxOutputBytes = int64(cfg.Limits.MaxOutput)
+	if o.Fuel < -1 {
+		return p, fmt.Errorf("--fuel %d: give a budget in fuel units, 0 for the backend's default or -1 for unlimited", o.Fuel)
+	}
 	p.Limits.Fuel = o.Fuel
 	if err := o.Limits.Apply(cfg.Limits, &p.Limits); err != nil {
 		return p, err
@@ -439,12 +454,16 @@ func runtimeForFile(file string) string {
 
 // ready checks, before anything runs, what would otherwise surface as the
 // plugin's failure (exit 1, like the program's own): a runtime that is
-// unavailable here (127; a usage error for the pyodide backend, which is
-// chosen, not found) and a --file clashing with the code file (2).
+// unavailable here or whose plugin does not answer (127; a usage error for
+// the pyodide backend, which is chosen, not found) and a --file clashing
+// with the code file (2).
 func ready(ctx context.Context, rt *core.Runtime, o *Options, p core.Program) error {
 	info, err := rt.Declared(ctx)
 	if err != nil {
-		return nil // Run reports it
+		if ctx.Err() != nil {
+			return nil // Run reports the interruption
+		}
+		return &cmdutil.ExitError{Code: cmdutil.ExitNoRuntime, Err: fmt.Errorf("runtime %s is not available here: its plugin did not answer: %w", o.Runtime, err)}
 	}
 	if !info.Available {
 		err := fmt.Errorf("runtime %s is not available here: %s", o.Runtime, info.UnavailableReason)

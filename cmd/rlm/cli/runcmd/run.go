@@ -323,7 +323,11 @@ func run(ctx context.Context, o *Options) error {
 	if factory == nil {
 		rt, err := backend.Open(ctx, "python", o.F.BackendOptions(p.backend))
 		if err != nil {
-			return &cmdutil.ExitError{Code: ExitSandbox, Err: fmt.Errorf("cannot start the python REPL: %w", err)}
+			err = fmt.Errorf("cannot start the python REPL: %w", err)
+			if cmdutil.Refused(err) {
+				return cmdutil.Usage(err)
+			}
+			return &cmdutil.ExitError{Code: ExitSandbox, Err: err}
 		}
 		defer rt.Close()
 		extra["backend"] = rt.Backend
@@ -432,6 +436,10 @@ func exitCode(ctx context.Context, err error) int {
 		return ExitBudget
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return ExitInterrupted
+	case cmdutil.Refused(err):
+		// the REPL was refused (a level or limit it cannot hold): the
+		// flags or configuration are at fault, not the sandbox
+		return cmdutil.ExitUsage
 	case errors.Is(err, engine.ErrProvider):
 		return ExitProvider
 	case errors.Is(err, engine.ErrSandbox):

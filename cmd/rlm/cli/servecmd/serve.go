@@ -266,12 +266,14 @@ func (o *Options) limits(cfg config.Config, st config.Serve) (core.Limits, error
 }
 
 // checkIsolation refuses to serve a mode whose programs cannot run at the
-// configured level, rather than failing every request. Sessions are not
-// checked: a mode that offers none, or only at other levels, still serves
-// programs, and opening a session says why.
-func checkIsolation(ctx context.Context, rts map[string]*core.Runtime, level string) error {
+// configured level, or cannot hold the limits given as flags there (the
+// same check, core.Runtime.Sandbox, that refuses each run), rather than
+// failing every request. Sessions are not checked: a mode that offers none,
+// or only at other levels, still serves programs, and opening a session
+// says why.
+func checkIsolation(ctx context.Context, rts map[string]*core.Runtime, limits core.Limits) error {
 	for m, rt := range rts {
-		if _, err := rt.Isolation(ctx, level, false); err != nil {
+		if _, err := rt.Sandbox(ctx, limits, false); err != nil {
 			return fmt.Errorf("mode=%s: %w", m, err)
 		}
 	}
@@ -320,7 +322,7 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	modes, rts, _, err := server.OpenModes(startCtx, open, modes)
 	if err == nil {
-		if err = checkIsolation(startCtx, rts, limits.Isolation); err != nil {
+		if err = checkIsolation(startCtx, rts, limits); err != nil {
 			for _, rt := range rts {
 				rt.Close()
 			}
@@ -423,6 +425,9 @@ func Run(ctx context.Context, o *Options) error {
 func modeError(err error) error {
 	if u := cmdutil.UnknownRuntime(err, "mode"); u != nil {
 		return u
+	}
+	if cmdutil.Refused(err) {
+		return cmdutil.Usage(err)
 	}
 	return err
 }
