@@ -97,9 +97,10 @@ func held(info *Info, level string) Resources {
 // checkLimits refuses a request whose explicit limits cannot hold where it
 // would run: a resource limit asked for explicitly (Limits.Strict) that the
 // level does not enforce (held), or a fuel budget on a runtime that counts
-// no fuel (-1, unlimited, holds everywhere). Running without them would be the silent downgrade the caller
-// asked not to get. The message names only the limits the caller asked for:
-// configured defaults a level cannot hold are not refused, as at none.
+// no fuel (-1, unlimited, holds everywhere). Running without them would be
+// the silent downgrade the caller asked not to get. The message names only
+// the limits the caller asked for: configured defaults a level cannot hold
+// are not refused, as at none.
 func checkLimits(l Limits, info *Info, plugin, level string) error {
 	if l.Fuel > 0 && !info.Has("fuel") {
 		return refused(codes.InvalidArgument,
