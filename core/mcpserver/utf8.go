@@ -10,15 +10,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/rlmkit/rlm/core/server"
+	"github.com/rlmkit/rlm/internal/jsontext"
 )
 
 // The MCP SDK decodes messages with encoding/json, which reads a byte that
-// is not UTF-8 as U+FFFD without a word: run_code would run other code than
-// the client sent. Both transports therefore check each message first
-// (server.CheckUTF8, as rlm serve does for its bodies) and answer one that
-// is not UTF-8 with a JSON-RPC parse error naming the byte, before the SDK
-// sees it.
+// is not UTF-8 (or a lone surrogate escape) as U+FFFD without a word:
+// run_code would run other code than the client sent. Both transports
+// therefore check each message first (jsontext.Check, as rlm serve does for
+// its bodies) and answer one that is not such text with a JSON-RPC parse
+// error naming the byte, before the SDK sees it.
 
 // parseError is the JSON-RPC 2.0 answer to a message that cannot be read,
 // with the message's id when a lenient decoding finds one.
@@ -55,7 +55,7 @@ func utf8Only(h http.Handler) http.Handler {
 		}
 		data, rerr := io.ReadAll(r.Body)
 		if rerr == nil {
-			if err := server.CheckUTF8("the body", data); err != nil {
+			if err := jsontext.Check("the body", data); err != nil {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusBadRequest)
 				_, _ = w.Write(parseError(data, err))
@@ -121,7 +121,7 @@ func (u *utf8Lines) Read(p []byte) (int, error) {
 		}
 		line, err := u.r.ReadBytes('\n')
 		u.err = err
-		if cerr := server.CheckUTF8("the message", line); cerr != nil {
+		if cerr := jsontext.Check("the message", line); cerr != nil {
 			if _, werr := u.w.Write(append(parseError(line, cerr), '\n')); werr != nil {
 				return 0, werr
 			}

@@ -14,13 +14,13 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/program"
+	"github.com/rlmkit/rlm/internal/jsontext"
 )
 
 // Result statuses of /execute and session cells.
@@ -148,7 +148,7 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *APIE
 	// without a word, which would run other code than the client sent.
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.BodyLimit))
 	if err == nil {
-		if err := CheckUTF8("the body", data); err != nil {
+		if err := jsontext.Check("the body", data); err != nil {
 			return apiErr(http.StatusBadRequest, CodeBadJSON, err.Error())
 		}
 	}
@@ -199,35 +199,6 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *APIE
 		return apiErr(http.StatusBadRequest, CodeBadField, fmt.Sprintf("unknown field %s (see GET /openapi.json)", name))
 	}
 	return apiErr(http.StatusBadRequest, CodeBadJSON, "reading the body: "+err.Error())
-}
-
-// CheckUTF8 refuses a JSON message (what names it: "the body") holding a
-// byte that is not UTF-8, naming the first one: encoding/json would read
-// it as U+FFFD without a word, and the program would run with other text
-// than the client sent. Every door that decodes a client's JSON (this
-// server's bodies, MCP over HTTP and stdio) checks with it.
-func CheckUTF8(what string, data []byte) error {
-	if at := invalidUTF8(data); at >= 0 {
-		return fmt.Errorf("%s is not UTF-8: byte %d (0x%02x, counting from 0) is not valid UTF-8; JSON must be UTF-8 text, so send binary data base64-encoded in files (name → base64) and decode it in the program", what, at, data[at])
-	}
-	return nil
-}
-
-// invalidUTF8 is the offset of the first byte of b that is not part of
-// valid UTF-8, or -1 when b is all UTF-8.
-func invalidUTF8(b []byte) int {
-	for i := 0; i < len(b); {
-		if b[i] < utf8.RuneSelf {
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && n == 1 {
-			return i
-		}
-		i += n
-	}
-	return -1
 }
 
 func jsonKind(k string) string {

@@ -123,6 +123,7 @@ func TestRequestErrors(t *testing.T) {
 		{"truncated UTF-8", "POST", "/execute", "{\"code\": \"echo\", \"stdin\": \"\xe2\x82\"}", nil, 400, "bad_json", "byte 27 (0xe2"},
 		{"not UTF-8 session", "POST", "/sessions", "{\"language\": \"\xff\"}", nil, 400, "bad_json", "base64"},
 		{"not UTF-8 cell", "POST", "/sessions/abc/execute", "{\"code\": \"\xc0\xaf\"}", nil, 400, "bad_json", "byte 10 (0xc0"},
+		{"lone surrogate", "POST", "/execute", `{"code": "print('\ud800')"}`, nil, 400, "bad_json", `holds \ud800 at byte 17`},
 		{"huge arg", "POST", "/execute", `{"code": "echo", "args": ["` + strings.Repeat("a", 200<<10) + `"]}`, nil, 400, "bad_field", `args[0]`},
 		{"not json", "POST", "/execute", `code=1`, []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, "unsupported_media_type", "JSON"},
 		{"too large", "POST", "/execute", `{"code": "` + strings.Repeat("x", 2<<20) + `"}`, nil, 413, "body_too_large", "1048576"},
