@@ -69,6 +69,7 @@ func newStage(all []string) (*stage, error) {
 			st.remove()
 			return nil, err
 		}
+		detachMounts()
 		if err := syscall.Mount(p, target, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
 			st.remove()
 			return nil, fmt.Errorf("expose %s to the sandbox user: bind mount: %w", p, err)

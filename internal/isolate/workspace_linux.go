@@ -79,6 +79,7 @@ func newWorkspace(hostDir string, size int64) (*workspace, error) {
 	}
 	inodes := max(size/1024, 4096)
 	opts := "size=" + strconv.FormatInt(size, 10) + ",nr_inodes=" + strconv.FormatInt(inodes, 10) + ",mode=0700"
+	detachMounts()
 	if err := syscall.Mount("tmpfs", w.mnt, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
 		w.remove()
 		return nil, fmt.Errorf("cannot cap the working directory's total size: mount tmpfs on %s: %w (this needs root, i.e. CAP_SYS_ADMIN in the host mount namespace; run rlm as root, use isolation namespace, or set no disk limit)", w.mnt, err)

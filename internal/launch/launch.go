@@ -62,6 +62,7 @@ func LaunchWithin(path string, start time.Duration) (*Plugin, error) {
 	}
 	cmd := exec.Command(path)
 	proctree.Configure(cmd)
+	ownMountNamespace(cmd)
 	// The plugin's own temporary files (workspaces, session directories)
 	// go there too: a plugin killed mid-run cannot clean up after itself,
 	// and this process removes the directory whatever happened.
