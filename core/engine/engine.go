@@ -356,14 +356,14 @@ func (n *node) call(it int, caller, model, system string, msgs []llm.Message) (l
 		}
 		return resp, &failure{kind: ErrProvider, msg: fmt.Sprintf("model call failed (depth %d, %s)", n.depth, caller), err: err}
 	}
-	_, priced := llm.LookupPrice(resp.Model)
-	if !priced {
-		_, priced = llm.LookupPrice(model)
-	}
-	if resp.CostUSD > 0 {
-		priced = true
-	}
-	ws := n.r.meter.add(resp.Usage.InputTokens, resp.Usage.OutputTokens, resp.CostUSD, priced, model)
+	// The same decision as the provider wrapper's (llm.CallCost), made
+	// again here for a provider that does not go through it, so that what
+	// the meter counts, what the trace shows and whether the call is priced
+	// never disagree: a call priced by the requested model's price counts
+	// that price, not 0.
+	var priced bool
+	resp.CostUSD, priced = llm.CallCost(model, resp)
+	ws := n.r.meter.add(resp.Usage.InputTokens, resp.Usage.OutputTokens, resp.CostUSD, priced, model, resp.Model)
 	totals := n.r.meter.snapshot()
 	n.emit(Event{Type: EventLLMCall, Iteration: it, Caller: caller, Request: &req, Response: &resp,
 		LatencyMs: float64(resp.Latency.Microseconds()) / 1000, Totals: &totals})

@@ -274,3 +274,25 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxCostWhenTheServerNamesItsModelItsOwnWay: an OpenAI-compatible
+// server that answers as "m" for a requested gpt-4o-mini is priced as
+// gpt-4o-mini, so --max-cost stops the run after the first call ($7.50 for
+// 10M+10M tokens) with exit 3, rather than counting every call as free.
+func TestMaxCostWhenTheServerNamesItsModelItsOwnWay(t *testing.T) {
+	srv := llmtest.NewOpenAIServer(t, func(llmtest.ChatRequest) string { return "```repl\nprint(1)\n```" },
+		llmtest.WithAPIKey(apiKey), llmtest.WithModel("m"), llmtest.WithUsage(10_000_000, 10_000_000))
+	t.Setenv("OPENAI_API_KEY", apiKey)
+	stdout, stderr, code := cli(t, "", "run", "--task", "t", "--provider", "openai", "--base-url", srv.BaseURL(),
+		"--model", "gpt-4o-mini", "--max-cost", "0.5", "--max-iterations", "5", "--format", "json")
+	var out struct {
+		Usage engine.Usage `json:"usage"`
+		Error string       `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil || code != 3 {
+		t.Fatalf("exit %d (%v), stdout %s, stderr %s", code, err, stdout, stderr)
+	}
+	if srv.Count() != 1 || out.Usage.CostUSD != 7.5 || !strings.Contains(out.Error, "cost budget exhausted") {
+		t.Fatalf("%d calls, %+v, stderr %s", srv.Count(), out, stderr)
+	}
+}
