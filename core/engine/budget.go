@@ -28,8 +28,11 @@ type Budget struct {
 	MaxDepth int `json:"max_depth"`
 	// MaxTokens caps input+output tokens of every model call of the run.
 	MaxTokens int64 `json:"max_tokens,omitempty"`
-	// MaxCostUSD caps the cost of the run in US dollars (models without a
-	// known price count as free; a warning event says so once).
+	// MaxCostUSD caps the cost of the run in US dollars. A call is priced
+	// by the model that answered, else by the model asked for
+	// ([llm.CallCost]); a call neither prices counts as free, and a warning
+	// event says so once per model (`rlm run` refuses a cap it knows no
+	// price for before it starts).
 	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
 	// MaxTime caps the wall time of the run.
 	MaxTime time.Duration `json:"max_time_ns,omitempty"`
@@ -103,8 +106,11 @@ type warning struct {
 	Kind, Used, Limit, Msg string
 }
 
-// add records one model call and returns the warnings it triggered.
-func (m *meter) add(in, out int64, cost float64, priced bool, model string) []warning {
+// add records one model call of model (answered as answered) and returns
+// the warnings it triggered. A call without a known price (priced false)
+// counts as free, so under a cost budget it is warned about, once per
+// requested model: the cap cannot hold for it.
+func (m *meter) add(in, out int64, cost float64, priced bool, model, answered string) []warning {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.u.InputTokens += in
@@ -114,7 +120,11 @@ func (m *meter) add(in, out int64, cost float64, priced bool, model string) []wa
 	var ws []warning
 	if !priced && m.b.MaxCostUSD > 0 && !m.unknown[model] {
 		m.unknown[model] = true
-		ws = append(ws, warning{Kind: "cost", Msg: fmt.Sprintf("no price is known for model %q: its calls count as free against the cost budget (add it to [pricing] in rlm.toml)", model)})
+		name := fmt.Sprintf("%q", model)
+		if answered != "" && answered != model {
+			name += fmt.Sprintf(" (answered as %q)", answered)
+		}
+		ws = append(ws, warning{Kind: "cost", Msg: fmt.Sprintf("no price is known for model %s: its calls count as free against the cost budget, which cannot hold (add it to [pricing] in rlm.toml)", name)})
 	}
 	return append(ws, m.warnLocked()...)
 }

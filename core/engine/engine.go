@@ -90,11 +90,15 @@ type Result struct {
 	// Source is how the answer was given: final, final_var or forced.
 	// Empty when the run ended without an answer.
 	Source string `json:"answer_source"`
-	// NoFinal: the forced answer had no FINAL or FINAL_VAR, so Answer is
+	// NoFinal: the forced answer had no FINAL or FINAL_VAR, or a FINAL_VAR
+	// of a variable the REPL does not have (see MissingVar), so Answer is
 	// the model's whole last reply, which may be no answer at all; the CLI
 	// says so and exits non-zero.
-	NoFinal bool  `json:"no_final,omitempty"`
-	Usage   Usage `json:"usage"`
+	NoFinal bool `json:"no_final,omitempty"`
+	// MissingVar is the variable a forced FINAL_VAR named that the REPL
+	// does not have (NoFinal is then true).
+	MissingVar string `json:"missing_var,omitempty"`
+	Usage      Usage  `json:"usage"`
 }
 
 // Errors a run can end with besides [ErrBudgetExhausted]; errors.Is tells
@@ -187,7 +191,7 @@ func (e *Engine) Run(ctx context.Context, task string, c *core.Context) (*Result
 	err = r.explain(err)
 	out := &Result{Usage: r.meter.snapshot()}
 	if res != nil && err == nil {
-		out.Answer, out.Source, out.NoFinal = res.Answer, res.Source, res.NoFinal
+		out.Answer, out.Source, out.NoFinal, out.MissingVar = res.Answer, res.Source, res.NoFinal, res.MissingVar
 	}
 	end := Event{Type: EventRunEnd, Answer: out.Answer, Source: out.Source, Totals: &out.Usage}
 	if err != nil {
@@ -215,7 +219,8 @@ func (r *run) explain(err error) error {
 // loopResult is one loop's answer.
 type loopResult struct {
 	Answer, Source string
-	NoFinal        bool // forced, and the reply had no FINAL
+	NoFinal        bool   // forced, and the reply had no usable FINAL
+	MissingVar     string // forced, and its FINAL_VAR named no variable
 }
 
 // node is one loop: its place in the tree and its session.
@@ -356,14 +361,14 @@ func (n *node) call(it int, caller, model, system string, msgs []llm.Message) (l
 		}
 		return resp, &failure{kind: ErrProvider, msg: fmt.Sprintf("model call failed (depth %d, %s)", n.depth, caller), err: err}
 	}
-	_, priced := llm.LookupPrice(resp.Model)
-	if !priced {
-		_, priced = llm.LookupPrice(model)
-	}
-	if resp.CostUSD > 0 {
-		priced = true
-	}
-	ws := n.r.meter.add(resp.Usage.InputTokens, resp.Usage.OutputTokens, resp.CostUSD, priced, model)
+	// The same decision as the provider wrapper's (llm.CallCost), made
+	// again here for a provider that does not go through it, so that what
+	// the meter counts, what the trace shows and whether the call is priced
+	// never disagree: a call priced by the requested model's price counts
+	// that price, not 0.
+	var priced bool
+	resp.CostUSD, priced = llm.CallCost(model, resp)
+	ws := n.r.meter.add(resp.Usage.InputTokens, resp.Usage.OutputTokens, resp.CostUSD, priced, model, resp.Model)
 	totals := n.r.meter.snapshot()
 	n.emit(Event{Type: EventLLMCall, Iteration: it, Caller: caller, Request: &req, Response: &resp,
 		LatencyMs: float64(resp.Latency.Microseconds()) / 1000, Totals: &totals})
@@ -474,22 +479,31 @@ func (n *node) forced(msgs []llm.Message, why string) (*loopResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	answer := strings.TrimSpace(resp.Text)
+	reply := strings.TrimSpace(resp.Text)
 	f := ParseReply(resp.Text).Final
-	if f != nil {
-		answer = f.Value
-		if f.Var {
-			val, found, err := n.variable(f.Value)
-			if err != nil {
-				return nil, err
-			}
-			if found {
-				answer = val
-			}
-		}
+	switch {
+	case f == nil:
+		res := n.finish(0, reply, SourceForced)
+		res.NoFinal = true
+		return res, nil
+	case !f.Var:
+		return n.finish(0, f.Value, SourceForced), nil
 	}
-	res := n.finish(0, answer, SourceForced)
-	res.NoFinal = f == nil
+	val, found, err := n.variable(f.Value)
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		return n.finish(0, val, SourceForced), nil
+	}
+	// A FINAL_VAR of a variable the REPL does not have (never set, or set
+	// by code that failed) is no answer: in a turn the model is told so and
+	// tries again, but here there is no turn left, and the variable's name
+	// must not pass for the answer. The run ends as a forced reply without
+	// a usable FINAL does: the whole reply, marked NoFinal, and MissingVar
+	// says why.
+	res := n.finish(0, reply, SourceForced)
+	res.NoFinal, res.MissingVar = true, f.Value
 	return res, nil
 }
 

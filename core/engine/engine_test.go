@@ -565,3 +565,61 @@ func TestOptionsAreChecked(t *testing.T) {
 		t.Fatal("no model accepted")
 	}
 }
+
+// TestForcedFinalVarOfAMissingVariableIsNoAnswer: when the turns run out and
+// the forced reply is FINAL_VAR of a variable the REPL does not have (never
+// set, or set by code that failed), the variable's name is not the answer:
+// the result is marked NoFinal with the variable named, as a FINAL_VAR in a
+// turn is refused and told to the model.
+func TestForcedFinalVarOfAMissingVariableIsNoAnswer(t *testing.T) {
+	h := newHarness(t, func(req llm.Request) (string, error) {
+		return "FINAL_VAR(nonexistent_var)", nil
+	})
+	h.opts.Budget.MaxIterations = 2
+	res, err := h.run("t", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.NoFinal || res.MissingVar != "nonexistent_var" || res.Source != SourceForced || res.Answer == "nonexistent_var" {
+		t.Fatalf("%+v", res)
+	}
+	// In the turns, the model was told the variable is missing.
+	if reqs := h.model.requests(); !strings.Contains(lastUser(reqs[1]), "no variable named nonexistent_var") {
+		t.Fatalf("turn 2 was shown %q", lastUser(reqs[1]))
+	}
+}
+
+// TestForcedFinalVarAfterAFailedLLMQuery: the variable llm_query was to set
+// is missing because the query failed; its name is no answer either.
+func TestForcedFinalVarAfterAFailedLLMQuery(t *testing.T) {
+	h := newHarness(t, func(req llm.Request) (string, error) {
+		switch {
+		case req.System == "":
+			return "", errors.New("sub-call refused")
+		case strings.Contains(lastUser(req), "no turns left"):
+			return "FINAL_VAR(summary)", nil
+		}
+		return repl("llmset summary summarise it"), nil
+	})
+	h.opts.Budget.MaxIterations = 1
+	res, err := h.run("t", "c")
+	if err != nil || !res.NoFinal || res.MissingVar != "summary" || res.Answer == "summary" {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+// TestForcedFinalVarOfASetVariableIsTheAnswer: the forced FINAL_VAR of a
+// variable that exists still answers with its value.
+func TestForcedFinalVarOfASetVariableIsTheAnswer(t *testing.T) {
+	h := newHarness(t, func(req llm.Request) (string, error) {
+		if strings.Contains(lastUser(req), "no turns left") {
+			return "FINAL_VAR(x)", nil
+		}
+		return repl("set x 42"), nil
+	})
+	h.opts.Budget.MaxIterations = 1
+	res, err := h.run("t", "c")
+	if err != nil || res.NoFinal || res.MissingVar != "" || res.Source != SourceForced || res.Answer != "42" {
+		t.Fatalf("%+v %v", res, err)
+	}
+}

@@ -77,9 +77,10 @@ type Response struct {
 	Latency time.Duration `json:"latency_ns,omitempty"`
 	// Attempts is how many attempts the call took (1 without retries).
 	Attempts int `json:"attempts,omitempty"`
-	// CostUSD is the cost of the call: what the provider reported when it
-	// reports one (claude-code), otherwise [Cost] of Model and Usage, and 0
-	// when the model's price is unknown.
+	// CostUSD is the cost of the call as [CallCost] decides it: what the
+	// provider reported when it reports one (claude-code), otherwise the
+	// price of Model, or of the requested model when Model has none, and 0
+	// when neither price is known.
 	CostUSD float64 `json:"cost_usd,omitempty"`
 }
 

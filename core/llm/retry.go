@@ -95,9 +95,7 @@ func (w *wrapped) Complete(ctx context.Context, req Request) (Response, error) {
 			if resp.Model == "" {
 				resp.Model = req.Model
 			}
-			if resp.CostUSD == 0 {
-				resp.CostUSD, _ = Cost(resp.Model, resp.Usage)
-			}
+			resp.CostUSD, _ = CallCost(req.Model, resp)
 			return resp, nil
 		}
 		if ctx.Err() != nil {

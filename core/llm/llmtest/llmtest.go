@@ -86,6 +86,17 @@ func WithHook(h Hook) Option { return func(s *Server) { s.hook = h } }
 // OpenAI and Ollama), with the real 401 body.
 func WithAPIKey(key string) Option { return func(s *Server) { s.key = key } }
 
+// WithModel makes every reply name model as the model that answered, as
+// an OpenAI-compatible server (vLLM, LiteLLM, a proxy) may do whatever the
+// request asked for; by default a reply names the requested model.
+func WithModel(model string) Option { return func(s *Server) { s.model = model } }
+
+// WithUsage makes every reply report in input and out output tokens
+// instead of the words counted (to reach a cost budget in a few calls).
+func WithUsage(in, out int64) Option {
+	return func(s *Server) { s.usage = &[2]int64{in, out} }
+}
+
 // Server is a running fake.
 type Server struct {
 	*httptest.Server
@@ -93,6 +104,8 @@ type Server struct {
 	latency time.Duration
 	hook    Hook
 	key     string
+	model   string    // the model replies name ("": the requested one)
+	usage   *[2]int64 // the input and output tokens replies report (nil: words)
 	handler func(ChatRequest) string
 
 	seq      atomic.Int64
@@ -200,6 +213,22 @@ func (s *Server) record(req ChatRequest) {
 	s.mu.Unlock()
 }
 
+// replyModel is the model a reply to req names.
+func (s *Server) replyModel(req ChatRequest) string {
+	if s.model != "" {
+		return s.model
+	}
+	return req.Model
+}
+
+// tokens are the input and output tokens a reply of text to req reports.
+func (s *Server) tokens(req ChatRequest, text string) (in, out int64) {
+	if s.usage != nil {
+		return s.usage[0], s.usage[1]
+	}
+	return inputWords(req), Words(text)
+}
+
 // Words counts whitespace-separated words: the fake servers' token count.
 func Words(s string) int64 { return int64(len(strings.Fields(s))) }
 
@@ -254,17 +283,18 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request, req ChatReque
 		return
 	}
 	text := s.handler(req)
+	in1, out := s.tokens(req, text)
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id":            fmt.Sprintf("msg_%024d", s.seq.Load()),
 		"type":          "message",
 		"role":          "assistant",
-		"model":         req.Model,
+		"model":         s.replyModel(req),
 		"content":       []any{map[string]any{"type": "text", "text": text}},
 		"stop_reason":   "end_turn",
 		"stop_sequence": nil,
 		"usage": map[string]any{
-			"input_tokens":                inputWords(req),
-			"output_tokens":               Words(text),
+			"input_tokens":                in1,
+			"output_tokens":               out,
 			"cache_creation_input_tokens": 0,
 			"cache_read_input_tokens":     0,
 			"service_tier":                "standard",
@@ -332,12 +362,12 @@ func (s *Server) openai(w http.ResponseWriter, r *http.Request, req ChatRequest)
 	req.System = strings.Join(sys, "\n")
 	s.record(req)
 	text := s.handler(req)
-	in1, out := inputWords(req), Words(text)
+	in1, out := s.tokens(req, text)
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id":      fmt.Sprintf("chatcmpl-%d", s.seq.Load()),
 		"object":  "chat.completion",
 		"created": time.Now().Unix(),
-		"model":   req.Model,
+		"model":   s.replyModel(req),
 		"choices": []any{map[string]any{
 			"index":         0,
 			"message":       map[string]any{"role": "assistant", "content": text, "refusal": nil, "annotations": []any{}},
@@ -399,17 +429,18 @@ func (s *Server) ollama(w http.ResponseWriter, r *http.Request, req ChatRequest)
 		return
 	}
 	text := s.handler(req)
+	in1, out := s.tokens(req, text)
 	writeJSON(w, http.StatusOK, map[string]any{
-		"model":                req.Model,
+		"model":                s.replyModel(req),
 		"created_at":           time.Now().UTC().Format(time.RFC3339Nano),
 		"message":              map[string]any{"role": "assistant", "content": text},
 		"done":                 true,
 		"done_reason":          "stop",
 		"total_duration":       5191566416,
 		"load_duration":        2154458,
-		"prompt_eval_count":    inputWords(req),
+		"prompt_eval_count":    in1,
 		"prompt_eval_duration": 383809000,
-		"eval_count":           Words(text),
+		"eval_count":           out,
 		"eval_duration":        4799921000,
 	})
 }

@@ -274,3 +274,48 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 }
+
+// TestForcedFinalVarOfAMissingVariable: a forced FINAL_VAR of a variable the
+// REPL does not have is no answer: rlm does not print the variable's name as
+// one, says why on stderr, marks no_final and exits 3.
+func TestForcedFinalVarOfAMissingVariable(t *testing.T) {
+	srv := llmtest.NewOpenAIServer(t, func(llmtest.ChatRequest) string { return "FINAL_VAR(nonexistent_var)" }, llmtest.WithAPIKey(apiKey))
+	t.Setenv("OPENAI_API_KEY", apiKey)
+	args := []string{"run", "--task", "t", "--provider", "openai", "--base-url", srv.BaseURL(), "--model", "gpt-4o", "--max-iterations", "2"}
+	stdout, stderr, code := cli(t, "", args...)
+	if code != 3 || stdout == "nonexistent_var\n" || !strings.Contains(stderr, "no variable nonexistent_var") {
+		t.Fatalf("exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+	stdout, stderr, code = cli(t, "", append(args, "--format", "json")...)
+	var out struct {
+		Answer     string `json:"answer"`
+		Source     string `json:"answer_source"`
+		NoFinal    bool   `json:"no_final"`
+		MissingVar string `json:"missing_var"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil || code != 3 || !out.NoFinal || out.MissingVar != "nonexistent_var" || out.Answer == "nonexistent_var" {
+		t.Fatalf("exit %d, %+v (%v), stdout %s, stderr %s", code, out, err, stdout, stderr)
+	}
+}
+
+// TestMaxCostWhenTheServerNamesItsModelItsOwnWay: an OpenAI-compatible
+// server that answers as "m" for a requested gpt-4o-mini is priced as
+// gpt-4o-mini, so --max-cost stops the run after the first call ($7.50 for
+// 10M+10M tokens) with exit 3, rather than counting every call as free.
+func TestMaxCostWhenTheServerNamesItsModelItsOwnWay(t *testing.T) {
+	srv := llmtest.NewOpenAIServer(t, func(llmtest.ChatRequest) string { return "```repl\nprint(1)\n```" },
+		llmtest.WithAPIKey(apiKey), llmtest.WithModel("m"), llmtest.WithUsage(10_000_000, 10_000_000))
+	t.Setenv("OPENAI_API_KEY", apiKey)
+	stdout, stderr, code := cli(t, "", "run", "--task", "t", "--provider", "openai", "--base-url", srv.BaseURL(),
+		"--model", "gpt-4o-mini", "--max-cost", "0.5", "--max-iterations", "5", "--format", "json")
+	var out struct {
+		Usage engine.Usage `json:"usage"`
+		Error string       `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil || code != 3 {
+		t.Fatalf("exit %d (%v), stdout %s, stderr %s", code, err, stdout, stderr)
+	}
+	if srv.Count() != 1 || out.Usage.CostUSD != 7.5 || !strings.Contains(out.Error, "cost budget exhausted") {
+		t.Fatalf("%d calls, %+v, stderr %s", srv.Count(), out, stderr)
+	}
+}

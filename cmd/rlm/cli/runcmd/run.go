@@ -376,12 +376,13 @@ func run(ctx context.Context, o *Options) error {
 	}
 	if o.Format == "json" {
 		out := struct {
-			Answer  string       `json:"answer"`
-			Source  string       `json:"answer_source"`
-			NoFinal bool         `json:"no_final,omitempty"`
-			Usage   engine.Usage `json:"usage"`
-			Error   string       `json:"error,omitempty"`
-		}{res.Answer, res.Source, res.NoFinal, res.Usage, ""}
+			Answer     string       `json:"answer"`
+			Source     string       `json:"answer_source"`
+			NoFinal    bool         `json:"no_final,omitempty"`
+			MissingVar string       `json:"missing_var,omitempty"`
+			Usage      engine.Usage `json:"usage"`
+			Error      string       `json:"error,omitempty"`
+		}{res.Answer, res.Source, res.NoFinal, res.MissingVar, res.Usage, ""}
 		if runErr != nil {
 			out.Error = runErr.Error()
 		}
@@ -400,7 +401,11 @@ func run(ctx context.Context, o *Options) error {
 	if runErr == nil && res.NoFinal {
 		// The reply is printed (it may hold the answer), but a script must
 		// not take it for one.
-		fmt.Fprintln(o.F.IO.ErrOut, "rlm: the turns ran out and the model's forced answer has no FINAL(...): the output above is its whole last reply, not a marked answer")
+		if res.MissingVar != "" {
+			fmt.Fprintf(o.F.IO.ErrOut, "rlm: the turns ran out and the model's forced answer is FINAL_VAR(%s), but the REPL has no variable %s: there is no answer; the output above is the model's whole last reply\n", res.MissingVar, res.MissingVar)
+		} else {
+			fmt.Fprintln(o.F.IO.ErrOut, "rlm: the turns ran out and the model's forced answer has no FINAL(...): the output above is its whole last reply, not a marked answer")
+		}
 		return cmdutil.Exit(ExitBudget)
 	}
 	if runErr == nil {
