@@ -115,6 +115,14 @@ func TestRequestErrors(t *testing.T) {
 		{"bad base64", "POST", "/execute", `{"code": "echo", "files": {"a.txt": "%%%"}}`, nil, 400, "bad_field", `files["a.txt"]`},
 		{"escaping file", "POST", "/execute", `{"code": "echo", "files": {"../etc/x": ""}}`, nil, 400, "bad_field", `../etc/x`},
 		{"absolute file", "POST", "/execute", `{"code": "echo", "files": {"/etc/x": ""}}`, nil, 400, "bad_field", `/etc/x`},
+		// encoding/json would have written an empty file for null.
+		{"null file", "POST", "/execute", `{"code": "echo", "files": {"x": null}}`, nil, 400, "bad_field", `files["x"]: is null`},
+		{"null cell file", "POST", "/sessions/abc/execute", `{"code": "", "files": {"x": null}}`, nil, 400, "bad_field", `files["x"]: is null`},
+		{"file not a string", "POST", "/execute", `{"code": "echo", "files": {"x": 1}}`, nil, 400, "bad_field", `files["x"]: want a base64 string`},
+		{"files not an object", "POST", "/execute", `{"code": "echo", "files": "x"}`, nil, 400, "bad_field", `files`},
+		// path.Clean would drop the slash and write a file named sub.
+		{"directory file", "POST", "/execute", `{"code": "echo", "files": {"sub/": "eA=="}}`, nil, 400, "bad_field", `files["sub/"]: file name "sub/" ends in a slash`},
+		{"directory cell file", "POST", "/sessions/abc/execute", `{"code": "", "files": {"sub/": "eA=="}}`, nil, 400, "bad_field", `ends in a slash`},
 		{"bad env", "POST", "/execute", `{"code": "echo", "env": {"A=B": "x"}}`, nil, 400, "bad_field", `env`},
 		// A name the sandbox's /bin/sh start would drop (program.CheckEnv).
 		{"env name not an identifier", "POST", "/execute", `{"code": "echo", "env": {"BAD NAME": "x"}}`, nil, 400, "bad_field", `env["BAD NAME"]: the name is not valid`},

@@ -217,7 +217,7 @@ type CellRequest struct {
 	// directory. Names are relative without ".." (400 before anything is
 	// written); a name whose path meets a symlink, or a directory where the
 	// file should go, is refused with 400 and the cell does not run.
-	Files map[string]string `json:"files,omitempty"`
+	Files FileMap `json:"files,omitempty"`
 }
 
 // SessionList answers GET /sessions.
