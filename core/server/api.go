@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 )
 
 // The methods in this file are the Server's work without HTTP around it:
@@ -185,6 +186,9 @@ func (s *Server) runCell(ctx context.Context, id string, req *CellRequest) (stri
 	defer release()
 	e.cell.Lock()
 	defer e.cell.Unlock()
+	if e.deleted.Load() {
+		return e.language, nil, e.deletedError(false)
+	}
 	var (
 		res *core.Result
 		err error
@@ -193,6 +197,11 @@ func (s *Server) runCell(ctx context.Context, id string, req *CellRequest) (stri
 		res, err = cr.RunCell(ctx, core.Cell{Code: *req.Code, Timeout: timeout, Files: files})
 	} else {
 		res, err = e.sess.Execute(ctx, *req.Code, timeout)
+	}
+	// A cell that finished before the DELETE keeps its result; one the
+	// DELETE interrupted or cut off is answered as deleted.
+	if e.deleted.Load() && (err != nil || res.EndedBy == ending.Cancelled) {
+		return e.language, nil, e.deletedError(true)
 	}
 	if err != nil {
 		return e.language, nil, s.sessionError(ctx, e, err)
@@ -219,7 +228,13 @@ func (s *Server) variable(ctx context.Context, id, name string) (string, *Variab
 	defer done()
 	e.cell.Lock()
 	defer e.cell.Unlock()
+	if e.deleted.Load() {
+		return e.language, nil, e.deletedError(false)
+	}
 	v, found, err := e.sess.Variable(ctx, name)
+	if err != nil && e.deleted.Load() {
+		return e.language, nil, e.deletedError(true)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return e.language, nil, s.runError(ctx, e.language, err)
@@ -249,7 +264,9 @@ func (s *Server) closeSession(id string) (string, *APIError) {
 		return "", s.sessionNotFound(id)
 	}
 	// Interrupt a running cell, then close in the background: the client
-	// has its answer, and Close waits for the interpreter to exit.
+	// has its answer, and Close waits for the interpreter to exit. The
+	// mark comes first, so the interrupted cell sees it.
+	e.deleted.Store(true)
 	_ = e.sess.Cancel()
 	s.closeLater(e)
 	return e.language, nil

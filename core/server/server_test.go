@@ -539,3 +539,35 @@ func TestOpenModesUnavailable(t *testing.T) {
 		})
 	}
 }
+
+// A DELETE while a cell runs and another waits behind it: both answer
+// that the session was deleted, not that an interrupt kept the state, nor
+// the closed stream's gRPC error.
+func TestDeleteWhileCellRuns(t *testing.T) {
+	f := &fakeRuntime{name: "fake"}
+	url, srv := start(t, fakeConfig(t, f))
+	id := call(t, "POST", url+"/sessions", `{}`).body["id"].(string)
+	replies := make(chan reply, 2)
+	cell := func(code string) {
+		replies <- call(t, "POST", url+"/sessions/"+id+"/execute", mustJSON(map[string]any{"code": code}))
+	}
+	go cell("sleep 5000")
+	waitFor(t, "the first cell to run", func() bool { return srv.InFlight() == 1 })
+	time.Sleep(50 * time.Millisecond)
+	go cell("echo b")
+	waitFor(t, "the second cell to queue", func() bool { return srv.InFlight() == 2 })
+	time.Sleep(50 * time.Millisecond)
+	if r := call(t, "DELETE", url+"/sessions/"+id, ""); r.status != 204 {
+		t.Fatalf("delete: %d %s", r.status, r.raw)
+	}
+	for range 2 {
+		r := <-replies
+		if r.status != 410 || r.errCode() != "session_ended" || !strings.Contains(r.errMsg(), "was deleted (DELETE /sessions/"+id+") while this request") ||
+			strings.Contains(r.errMsg(), "kept") || strings.Contains(r.errMsg(), "CloseSend") {
+			t.Errorf("a cell of the deleted session: %d %s", r.status, r.raw)
+		}
+	}
+	if r := call(t, "POST", url+"/sessions/"+id+"/execute", `{"code": "echo"}`); r.status != 404 || r.errCode() != "session_not_found" {
+		t.Errorf("after the delete: %d %s", r.status, r.raw)
+	}
+}

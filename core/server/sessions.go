@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rlmkit/rlm/core"
@@ -39,6 +40,22 @@ type sessionEntry struct {
 	lastUsed time.Time
 	// cell serializes cells: a REPL runs one at a time.
 	cell sync.Mutex
+	// deleted is set by DELETE /sessions/{id} before it interrupts the
+	// running cell, so that the cell and the requests queued behind it
+	// say the session was deleted, rather than report an interrupt that
+	// "kept the session state" or the closed stream's gRPC error.
+	deleted atomic.Bool
+}
+
+// deletedError answers a request on a session that DELETE removed while
+// the request ran or waited for the cell before it.
+func (e *sessionEntry) deletedError(ran bool) *APIError {
+	what := "waited for the cell before it; it did not run"
+	if ran {
+		what = "ran; it was interrupted"
+	}
+	return apiErr(http.StatusGone, CodeSessionEnded, fmt.Sprintf(
+		"session %s was deleted (DELETE /sessions/%s) while this request %s, and the session's state is gone: open a new session with POST /sessions", e.id, e.id, what))
 }
 
 func newSessionTable(max int, idle time.Duration, onChange func(int)) *sessionTable {
@@ -311,7 +328,7 @@ func (s *Server) sessionError(ctx context.Context, e *sessionEntry, err error) *
 	if s.sessions.remove(e.id) != nil {
 		s.closeLater(e)
 	}
-	return apiErr(http.StatusGone, "session_ended", fmt.Sprintf("session %s ended: %v", e.id, err))
+	return apiErr(http.StatusGone, CodeSessionEnded, fmt.Sprintf("session %s ended: %v", e.id, err))
 }
 
 func (s *Server) handleSessionVariable(w http.ResponseWriter, r *http.Request, id, name string) {
