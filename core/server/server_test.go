@@ -123,6 +123,11 @@ func TestRequestErrors(t *testing.T) {
 		// path.Clean would drop the slash and write a file named sub.
 		{"directory file", "POST", "/execute", `{"code": "echo", "files": {"sub/": "eA=="}}`, nil, 400, "bad_field", `files["sub/"]: file name "sub/" ends in a slash`},
 		{"directory cell file", "POST", "/sessions/abc/execute", `{"code": "", "files": {"sub/": "eA=="}}`, nil, 400, "bad_field", `ends in a slash`},
+		// Python would read it as float('inf').
+		{"infinite context", "POST", "/sessions", `{"language": "fake", "context": {"x": [1e999]}}`, nil, 400, "bad_field", "field context holds the number 1e999 (at byte 7), out of range for a 64-bit float"},
+		// The runtimes answered 404 variable_not_found for these.
+		{"variable not an identifier", "GET", "/sessions/abc/variables/1bad", ``, nil, 400, "bad_request", `variable name "1bad" is not an identifier`},
+		{"dotted variable", "GET", "/sessions/abc/variables/a.b", ``, nil, 400, "bad_request", `"a.b"`},
 		{"bad env", "POST", "/execute", `{"code": "echo", "env": {"A=B": "x"}}`, nil, 400, "bad_field", `env`},
 		// A name the sandbox's /bin/sh start would drop (program.CheckEnv).
 		{"env name not an identifier", "POST", "/execute", `{"code": "echo", "env": {"BAD NAME": "x"}}`, nil, 400, "bad_field", `env["BAD NAME"]: the name is not valid`},
@@ -338,6 +343,12 @@ func TestSessions(t *testing.T) {
 	if r := call(t, "POST", url+"/sessions", `{}`); r.status != 429 || r.errCode() != "too_many_sessions" || r.header.Get("Retry-After") == "" {
 		t.Errorf("third session over the maximum: %d %s", r.status, r.raw)
 	}
+	// At the cap a bad request still hears what is wrong with it.
+	for body, mention := range map[string]string{`{"language": "cobol"}`: "cobol", `{"language": "fake", "extra": 1}`: "extra", `{"context": 1e999}`: "1e999"} {
+		if r := call(t, "POST", url+"/sessions", body); r.status != 400 || r.errCode() != "bad_field" || !strings.Contains(r.errMsg(), mention) {
+			t.Errorf("bad request %s at the session cap: %d %s", body, r.status, r.raw)
+		}
+	}
 	if h := call(t, "GET", url+"/health", ""); h.body["sessions"] != 2.0 {
 		t.Errorf("health sessions: %s", h.raw)
 	}
@@ -417,7 +428,7 @@ func TestHealth(t *testing.T) {
 // Python sessions through the server.
 func TestSessionsPython(t *testing.T) {
 	url, _ := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, nil)})
-	r := call(t, "POST", url+"/sessions", `{"context": {"rows": [1, 2, 3]}}`)
+	r := call(t, "POST", url+"/sessions", `{"context": {"rows": [1, 2, 3], "big": 123456789012345678901234567890, "tiny": 1e-999}}`)
 	if r.status != 201 {
 		t.Fatalf("create: %d %s", r.status, r.raw)
 	}
@@ -427,6 +438,10 @@ func TestSessionsPython(t *testing.T) {
 	}
 	if r := exec("x = sum(context['rows']) * 7\nprint('ok')"); r.body["status"] != "success" || r.body["stdout"] != "ok\n" {
 		t.Fatalf("cell: %s", r.raw)
+	}
+	// Integers beyond a float stay exact (only infinite floats are refused).
+	if r := call(t, "GET", url+"/sessions/"+id+"/variables/context", ""); !strings.Contains(string(r.raw), `"big":123456789012345678901234567890`) {
+		t.Errorf("context: %s", r.raw)
 	}
 	if r := call(t, "GET", url+"/sessions/"+id+"/variables/x", ""); r.body["value"] != 42.0 {
 		t.Errorf("x: %s", r.raw)

@@ -282,21 +282,39 @@ type VariableResponse struct {
 func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	// Room is reserved before the body (which may hold a large context) is
 	// read, so at most MaxSessions bodies are held.
-	id, e := s.reserveSession()
-	if e != nil {
-		if e.Code == CodeTooManySessions {
-			w.Header().Set("Connection", "close") // its body is not read
-		}
-		writeError(w, e)
+	id, full := s.reserveSession()
+	if full != nil && full.Code != CodeTooManySessions {
+		writeError(w, full)
 		return
 	}
+	if full != nil {
+		// The body is read anyway, so that a bad request is told what is
+		// wrong with it rather than to retry; the run queue bounds how
+		// many of these bodies are held.
+		if !s.limit.enter() {
+			w.Header().Set("Connection", "close") // its body is not read
+			writeError(w, full)
+			return
+		}
+		defer s.limit.leave()
+	}
 	created, ok := decodeRun(s, w, r, func(ctx context.Context, req *SessionRequest) (string, *SessionCreated, *APIError) {
-		return s.openSession(ctx, id, req)
+		lang, sctx, e := s.sessionSpec(req)
+		if e != nil {
+			return lang, nil, e
+		}
+		if full != nil {
+			return lang, nil, full
+		}
+		return s.openSession(ctx, id, lang, sctx)
 	})
 	if !ok {
-		// A body that could not be read never reached openSession, which
-		// gives the reservation back when it fails; twice does no harm.
-		s.sessions.unreserve(id)
+		// A request that never reached openSession (which gives the
+		// reservation back when it fails) gives it back here; twice does
+		// no harm.
+		if full == nil {
+			s.sessions.unreserve(id)
+		}
 		return
 	}
 	writeJSON(w, http.StatusCreated, created)
