@@ -79,7 +79,7 @@ func TestCleanName(t *testing.T) {
 			t.Errorf("%q refused: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "/etc/passwd", "../x", "a/../../x", "a/..", ".", "a\x00b"} {
+	for _, bad := range []string{"", "/etc/passwd", "../x", "a/../../x", "a/..", ".", "a\x00b", "sub/", "sub\\", "a/b//"} {
 		if _, err := CleanName(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

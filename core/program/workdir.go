@@ -15,8 +15,9 @@ import (
 )
 
 // CleanName validates a request's file name and returns it in clean,
-// slash-separated form. Subdirectories are allowed; absolute paths, ".."
-// and empty names are not: the program's directory is its whole world.
+// slash-separated form. Subdirectories are allowed; absolute paths, "..",
+// empty names and names ending in a slash (a directory, not a file) are
+// not: the program's directory is its whole world.
 func CleanName(name string) (string, error) {
 	if name == "" {
 		return "", errors.New("file name is empty")
@@ -32,6 +33,11 @@ func CleanName(name string) (string, error) {
 		if part == ".." {
 			return "", fmt.Errorf("file name %q contains '..': files must stay inside the working directory", name)
 		}
+	}
+	// path.Clean would drop a trailing slash and write a plain file where
+	// the client named a directory; refuse it instead of guessing.
+	if strings.HasSuffix(n, "/") {
+		return "", fmt.Errorf("file name %q ends in a slash, which names a directory: name the file inside it (say %q)", name, n+"data.txt")
 	}
 	c := path.Clean(n)
 	if c == "." {

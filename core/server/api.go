@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+	"unicode"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
+	"github.com/rlmkit/rlm/internal/jsontext"
 )
 
 // The methods in this file are the Server's work without HTTP around it:
@@ -62,11 +65,15 @@ func (s *Server) execute(ctx context.Context, req *ExecuteRequest) (string, *Exe
 // OpenSession opens a REPL session as POST /sessions does, within the
 // same bound on open sessions.
 func (s *Server) OpenSession(ctx context.Context, req *SessionRequest) (*SessionCreated, error) {
+	lang, sctx, e := s.sessionSpec(req)
+	if e != nil {
+		return nil, e
+	}
 	id, e := s.reserveSession()
 	if e != nil {
 		return nil, e
 	}
-	_, created, e := s.openSession(ctx, id, req)
+	_, created, e := s.openSession(ctx, id, lang, sctx)
 	if e != nil {
 		return nil, e
 	}
@@ -87,28 +94,38 @@ func (s *Server) reserveSession() (string, *APIError) {
 	return id, nil
 }
 
+// sessionSpec is the one check of a session request's fields, giving the
+// runtime and the context to open it with. Both front ends call it before
+// looking at the session cap, so a bad request hears what is wrong with
+// it rather than that the server is full.
+func (s *Server) sessionSpec(req *SessionRequest) (string, *core.Context, *APIError) {
+	lang, e := s.language(req.Language)
+	if e != nil {
+		return "", nil, e
+	}
+	if len(req.Context) == 0 || string(req.Context) == "null" {
+		return lang, nil, nil
+	}
+	var text string
+	if json.Unmarshal(req.Context, &text) == nil {
+		return lang, &core.Context{Data: []byte(text), Kind: "text"}, nil
+	}
+	// The runtime decodes the JSON itself; 1e999 would become infinity.
+	if err := jsontext.Finite("field context", req.Context); err != nil {
+		return lang, nil, apiErr(http.StatusBadRequest, CodeBadField, err.Error())
+	}
+	return lang, &core.Context{Data: req.Context, Kind: "json"}, nil
+}
+
 // openSession opens the session reserved as id; on failure the
 // reservation is given back.
-func (s *Server) openSession(ctx context.Context, id string, req *SessionRequest) (string, *SessionCreated, *APIError) {
+func (s *Server) openSession(ctx context.Context, id, lang string, sctx *core.Context) (string, *SessionCreated, *APIError) {
 	added := false
 	defer func() {
 		if !added {
 			s.sessions.unreserve(id)
 		}
 	}()
-	lang, e := s.language(req.Language)
-	if e != nil {
-		return "", nil, e
-	}
-	var sctx *core.Context
-	if len(req.Context) > 0 && string(req.Context) != "null" {
-		var text string
-		if json.Unmarshal(req.Context, &text) == nil {
-			sctx = &core.Context{Data: []byte(text), Kind: "text"}
-		} else {
-			sctx = &core.Context{Data: req.Context, Kind: "json"}
-		}
-	}
 	entry := &sessionEntry{id: id, language: lang, created: time.Now()}
 	if sctx == nil && s.cfg.WarmSessions > 0 {
 		// The common case (no context: the client sends its data in cells)
@@ -185,6 +202,9 @@ func (s *Server) runCell(ctx context.Context, id string, req *CellRequest) (stri
 	defer release()
 	e.cell.Lock()
 	defer e.cell.Unlock()
+	if e.deleted.Load() {
+		return e.language, nil, e.deletedError(false)
+	}
 	var (
 		res *core.Result
 		err error
@@ -193,6 +213,11 @@ func (s *Server) runCell(ctx context.Context, id string, req *CellRequest) (stri
 		res, err = cr.RunCell(ctx, core.Cell{Code: *req.Code, Timeout: timeout, Files: files})
 	} else {
 		res, err = e.sess.Execute(ctx, *req.Code, timeout)
+	}
+	// A cell that finished before the DELETE keeps its result; one the
+	// DELETE interrupted or cut off is answered as deleted.
+	if e.deleted.Load() && (err != nil || res.EndedBy == ending.Cancelled) {
+		return e.language, nil, e.deletedError(true)
 	}
 	if err != nil {
 		return e.language, nil, s.sessionError(ctx, e, err)
@@ -212,6 +237,12 @@ func (s *Server) Variable(ctx context.Context, id, name string) (*VariableRespon
 }
 
 func (s *Server) variable(ctx context.Context, id, name string) (string, *VariableResponse, *APIError) {
+	if !isIdentifier(name) {
+		// Not a name any runtime's global can have; the runtimes answer
+		// "not found" for it, which would hide the typo behind a 404.
+		return "", nil, apiErr(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf(
+			"variable name %q is not an identifier: give a global's name, a letter, _ or $ then letters, digits, _ or $ (such as x or my_var)", name))
+	}
 	e, done, ok := s.sessions.use(id)
 	if !ok {
 		return "", nil, s.sessionNotFound(id)
@@ -219,7 +250,13 @@ func (s *Server) variable(ctx context.Context, id, name string) (string, *Variab
 	defer done()
 	e.cell.Lock()
 	defer e.cell.Unlock()
+	if e.deleted.Load() {
+		return e.language, nil, e.deletedError(false)
+	}
 	v, found, err := e.sess.Variable(ctx, name)
+	if err != nil && e.deleted.Load() {
+		return e.language, nil, e.deletedError(true)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return e.language, nil, s.runError(ctx, e.language, err)
@@ -232,6 +269,21 @@ func (s *Server) variable(ctx context.Context, id, name string) (string, *Variab
 		return e.language, nil, apiErr(http.StatusNotFound, CodeVariableNotFound, fmt.Sprintf("session %s has no variable %q", id, name))
 	}
 	return e.language, &VariableResponse{Name: name, Value: v}, nil
+}
+
+// isIdentifier says whether name can name a global in some runtime: a
+// letter, _ or $ (JavaScript's), then letters, digits, _ or $. Letters and
+// digits are Unicode's, as Python's and JavaScript's identifiers allow.
+func isIdentifier(name string) bool {
+	for i, r := range name {
+		switch {
+		case unicode.IsLetter(r) || r == '_' || r == '$':
+		case i > 0 && (unicode.IsDigit(r) || unicode.Is(unicode.Mn, r) || unicode.Is(unicode.Mc, r)):
+		default:
+			return false
+		}
+	}
+	return name != ""
 }
 
 // CloseSession ends session id as DELETE /sessions/{id} does: a running
@@ -249,7 +301,9 @@ func (s *Server) closeSession(id string) (string, *APIError) {
 		return "", s.sessionNotFound(id)
 	}
 	// Interrupt a running cell, then close in the background: the client
-	// has its answer, and Close waits for the interpreter to exit.
+	// has its answer, and Close waits for the interpreter to exit. The
+	// mark comes first, so the interrupted cell sees it.
+	e.deleted.Store(true)
 	_ = e.sess.Cancel()
 	s.closeLater(e)
 	return e.language, nil

@@ -20,6 +20,7 @@ const (
 	CodeBusy               = "busy"
 	CodeTooManySessions    = "too_many_sessions"
 	CodeSessionNotFound    = "session_not_found"
+	CodeSessionEnded       = "session_ended"
 	CodeVariableNotFound   = "variable_not_found"
 	CodeUnsupported        = "unsupported"
 	CodeRuntimeUnavailable = "runtime_unavailable"

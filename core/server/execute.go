@@ -41,7 +41,7 @@ type ExecuteRequest struct {
 	TimeoutSeconds *float64          `json:"timeout_seconds,omitempty"`
 	TimeoutMs      *int64            `json:"timeout_ms,omitempty"`
 	Requirements   []string          `json:"requirements,omitempty"`
-	Files          map[string]string `json:"files,omitempty"` // name → base64
+	Files          FileMap           `json:"files,omitempty"` // name → base64
 	Stdin          string            `json:"stdin,omitempty"`
 	Args           []string          `json:"args,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
@@ -171,12 +171,15 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *APIE
 		return nil
 	}
 	var (
+		ae  *APIError
 		ne  net.Error
 		mbe *http.MaxBytesError
 		se  *json.SyntaxError
 		te  *json.UnmarshalTypeError
 	)
 	switch {
+	case errors.As(err, &ae): // a field's own UnmarshalJSON refused it
+		return ae
 	case errors.As(err, &mbe):
 		return tooLarge
 	case errors.As(err, &ne) && ne.Timeout():
@@ -320,11 +323,43 @@ func (s *Server) program(req *ExecuteRequest) (core.Program, *APIError) {
 	return p, nil
 }
 
+// FileMap is a request's files, name → base64 content. It has its own
+// type so that a null content is refused while decoding: into a plain
+// map[string]string encoding/json would turn {"x": null} into an empty
+// file x without a word, and afterwards null and "" cannot be told apart.
+type FileMap map[string]string
+
+// UnmarshalJSON decodes the map, refusing a null content with the
+// field's name (decodeBody answers the *APIError as it is).
+func (m *FileMap) UnmarshalJSON(data []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	if raw == nil { // files: null is no files, as when it is left out
+		*m = nil
+		return nil
+	}
+	out := make(FileMap, len(raw))
+	for n, v := range raw {
+		var content *string
+		if err := json.Unmarshal(v, &content); err != nil {
+			return badField(fmt.Sprintf("files[%q]", n), "want a base64 string, got %s", v)
+		}
+		if content == nil {
+			return badField(fmt.Sprintf("files[%q]", n), `is null: give the content as a base64 string ("" for an empty file)`)
+		}
+		out[n] = *content
+	}
+	*m = out
+	return nil
+}
+
 // inputFiles validates a request's files (name → base64), for /execute
 // and session cells alike: names relative, without "..", not naming one
 // file twice; content standard base64, padded or not. The files come back
 // in name order.
-func inputFiles(files map[string]string) ([]core.File, *APIError) {
+func inputFiles(files FileMap) ([]core.File, *APIError) {
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)

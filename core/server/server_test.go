@@ -115,6 +115,19 @@ func TestRequestErrors(t *testing.T) {
 		{"bad base64", "POST", "/execute", `{"code": "echo", "files": {"a.txt": "%%%"}}`, nil, 400, "bad_field", `files["a.txt"]`},
 		{"escaping file", "POST", "/execute", `{"code": "echo", "files": {"../etc/x": ""}}`, nil, 400, "bad_field", `../etc/x`},
 		{"absolute file", "POST", "/execute", `{"code": "echo", "files": {"/etc/x": ""}}`, nil, 400, "bad_field", `/etc/x`},
+		// encoding/json would have written an empty file for null.
+		{"null file", "POST", "/execute", `{"code": "echo", "files": {"x": null}}`, nil, 400, "bad_field", `files["x"]: is null`},
+		{"null cell file", "POST", "/sessions/abc/execute", `{"code": "", "files": {"x": null}}`, nil, 400, "bad_field", `files["x"]: is null`},
+		{"file not a string", "POST", "/execute", `{"code": "echo", "files": {"x": 1}}`, nil, 400, "bad_field", `files["x"]: want a base64 string`},
+		{"files not an object", "POST", "/execute", `{"code": "echo", "files": "x"}`, nil, 400, "bad_field", `files`},
+		// path.Clean would drop the slash and write a file named sub.
+		{"directory file", "POST", "/execute", `{"code": "echo", "files": {"sub/": "eA=="}}`, nil, 400, "bad_field", `files["sub/"]: file name "sub/" ends in a slash`},
+		{"directory cell file", "POST", "/sessions/abc/execute", `{"code": "", "files": {"sub/": "eA=="}}`, nil, 400, "bad_field", `ends in a slash`},
+		// Python would read it as float('inf').
+		{"infinite context", "POST", "/sessions", `{"language": "fake", "context": {"x": [1e999]}}`, nil, 400, "bad_field", "field context holds the number 1e999 (at byte 7), out of range for a 64-bit float"},
+		// The runtimes answered 404 variable_not_found for these.
+		{"variable not an identifier", "GET", "/sessions/abc/variables/1bad", ``, nil, 400, "bad_request", `variable name "1bad" is not an identifier`},
+		{"dotted variable", "GET", "/sessions/abc/variables/a.b", ``, nil, 400, "bad_request", `"a.b"`},
 		{"bad env", "POST", "/execute", `{"code": "echo", "env": {"A=B": "x"}}`, nil, 400, "bad_field", `env`},
 		// A name the sandbox's /bin/sh start would drop (program.CheckEnv).
 		{"env name not an identifier", "POST", "/execute", `{"code": "echo", "env": {"BAD NAME": "x"}}`, nil, 400, "bad_field", `env["BAD NAME"]: the name is not valid`},
@@ -330,6 +343,12 @@ func TestSessions(t *testing.T) {
 	if r := call(t, "POST", url+"/sessions", `{}`); r.status != 429 || r.errCode() != "too_many_sessions" || r.header.Get("Retry-After") == "" {
 		t.Errorf("third session over the maximum: %d %s", r.status, r.raw)
 	}
+	// At the cap a bad request still hears what is wrong with it.
+	for body, mention := range map[string]string{`{"language": "cobol"}`: "cobol", `{"language": "fake", "extra": 1}`: "extra", `{"context": 1e999}`: "1e999"} {
+		if r := call(t, "POST", url+"/sessions", body); r.status != 400 || r.errCode() != "bad_field" || !strings.Contains(r.errMsg(), mention) {
+			t.Errorf("bad request %s at the session cap: %d %s", body, r.status, r.raw)
+		}
+	}
 	if h := call(t, "GET", url+"/health", ""); h.body["sessions"] != 2.0 {
 		t.Errorf("health sessions: %s", h.raw)
 	}
@@ -409,7 +428,7 @@ func TestHealth(t *testing.T) {
 // Python sessions through the server.
 func TestSessionsPython(t *testing.T) {
 	url, _ := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, nil)})
-	r := call(t, "POST", url+"/sessions", `{"context": {"rows": [1, 2, 3]}}`)
+	r := call(t, "POST", url+"/sessions", `{"context": {"rows": [1, 2, 3], "big": 123456789012345678901234567890, "tiny": 1e-999}}`)
 	if r.status != 201 {
 		t.Fatalf("create: %d %s", r.status, r.raw)
 	}
@@ -419,6 +438,10 @@ func TestSessionsPython(t *testing.T) {
 	}
 	if r := exec("x = sum(context['rows']) * 7\nprint('ok')"); r.body["status"] != "success" || r.body["stdout"] != "ok\n" {
 		t.Fatalf("cell: %s", r.raw)
+	}
+	// Integers beyond a float stay exact (only infinite floats are refused).
+	if r := call(t, "GET", url+"/sessions/"+id+"/variables/context", ""); !strings.Contains(string(r.raw), `"big":123456789012345678901234567890`) {
+		t.Errorf("context: %s", r.raw)
 	}
 	if r := call(t, "GET", url+"/sessions/"+id+"/variables/x", ""); r.body["value"] != 42.0 {
 		t.Errorf("x: %s", r.raw)
@@ -529,5 +552,37 @@ func TestOpenModesUnavailable(t *testing.T) {
 				t.Errorf("got %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A DELETE while a cell runs and another waits behind it: both answer
+// that the session was deleted, not that an interrupt kept the state, nor
+// the closed stream's gRPC error.
+func TestDeleteWhileCellRuns(t *testing.T) {
+	f := &fakeRuntime{name: "fake"}
+	url, srv := start(t, fakeConfig(t, f))
+	id := call(t, "POST", url+"/sessions", `{}`).body["id"].(string)
+	replies := make(chan reply, 2)
+	cell := func(code string) {
+		replies <- call(t, "POST", url+"/sessions/"+id+"/execute", mustJSON(map[string]any{"code": code}))
+	}
+	go cell("sleep 5000")
+	waitFor(t, "the first cell to run", func() bool { return srv.InFlight() == 1 })
+	time.Sleep(50 * time.Millisecond)
+	go cell("echo b")
+	waitFor(t, "the second cell to queue", func() bool { return srv.InFlight() == 2 })
+	time.Sleep(50 * time.Millisecond)
+	if r := call(t, "DELETE", url+"/sessions/"+id, ""); r.status != 204 {
+		t.Fatalf("delete: %d %s", r.status, r.raw)
+	}
+	for range 2 {
+		r := <-replies
+		if r.status != 410 || r.errCode() != "session_ended" || !strings.Contains(r.errMsg(), "was deleted (DELETE /sessions/"+id+") while this request") ||
+			strings.Contains(r.errMsg(), "kept") || strings.Contains(r.errMsg(), "CloseSend") {
+			t.Errorf("a cell of the deleted session: %d %s", r.status, r.raw)
+		}
+	}
+	if r := call(t, "POST", url+"/sessions/"+id+"/execute", `{"code": "echo"}`); r.status != 404 || r.errCode() != "session_not_found" {
+		t.Errorf("after the delete: %d %s", r.status, r.raw)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rlmkit/rlm/core"
@@ -39,6 +40,22 @@ type sessionEntry struct {
 	lastUsed time.Time
 	// cell serializes cells: a REPL runs one at a time.
 	cell sync.Mutex
+	// deleted is set by DELETE /sessions/{id} before it interrupts the
+	// running cell, so that the cell and the requests queued behind it
+	// say the session was deleted, rather than report an interrupt that
+	// "kept the session state" or the closed stream's gRPC error.
+	deleted atomic.Bool
+}
+
+// deletedError answers a request on a session that DELETE removed while
+// the request ran or waited for the cell before it.
+func (e *sessionEntry) deletedError(ran bool) *APIError {
+	what := "waited for the cell before it; it did not run"
+	if ran {
+		what = "ran; it was interrupted"
+	}
+	return apiErr(http.StatusGone, CodeSessionEnded, fmt.Sprintf(
+		"session %s was deleted (DELETE /sessions/%s) while this request %s, and the session's state is gone: open a new session with POST /sessions", e.id, e.id, what))
 }
 
 func newSessionTable(max int, idle time.Duration, onChange func(int)) *sessionTable {
@@ -217,7 +234,7 @@ type CellRequest struct {
 	// directory. Names are relative without ".." (400 before anything is
 	// written); a name whose path meets a symlink, or a directory where the
 	// file should go, is refused with 400 and the cell does not run.
-	Files map[string]string `json:"files,omitempty"`
+	Files FileMap `json:"files,omitempty"`
 }
 
 // SessionList answers GET /sessions.
@@ -265,21 +282,39 @@ type VariableResponse struct {
 func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	// Room is reserved before the body (which may hold a large context) is
 	// read, so at most MaxSessions bodies are held.
-	id, e := s.reserveSession()
-	if e != nil {
-		if e.Code == CodeTooManySessions {
-			w.Header().Set("Connection", "close") // its body is not read
-		}
-		writeError(w, e)
+	id, full := s.reserveSession()
+	if full != nil && full.Code != CodeTooManySessions {
+		writeError(w, full)
 		return
 	}
+	if full != nil {
+		// The body is read anyway, so that a bad request is told what is
+		// wrong with it rather than to retry; the run queue bounds how
+		// many of these bodies are held.
+		if !s.limit.enter() {
+			w.Header().Set("Connection", "close") // its body is not read
+			writeError(w, full)
+			return
+		}
+		defer s.limit.leave()
+	}
 	created, ok := decodeRun(s, w, r, func(ctx context.Context, req *SessionRequest) (string, *SessionCreated, *APIError) {
-		return s.openSession(ctx, id, req)
+		lang, sctx, e := s.sessionSpec(req)
+		if e != nil {
+			return lang, nil, e
+		}
+		if full != nil {
+			return lang, nil, full
+		}
+		return s.openSession(ctx, id, lang, sctx)
 	})
 	if !ok {
-		// A body that could not be read never reached openSession, which
-		// gives the reservation back when it fails; twice does no harm.
-		s.sessions.unreserve(id)
+		// A request that never reached openSession (which gives the
+		// reservation back when it fails) gives it back here; twice does
+		// no harm.
+		if full == nil {
+			s.sessions.unreserve(id)
+		}
 		return
 	}
 	writeJSON(w, http.StatusCreated, created)
@@ -311,7 +346,7 @@ func (s *Server) sessionError(ctx context.Context, e *sessionEntry, err error) *
 	if s.sessions.remove(e.id) != nil {
 		s.closeLater(e)
 	}
-	return apiErr(http.StatusGone, "session_ended", fmt.Sprintf("session %s ended: %v", e.id, err))
+	return apiErr(http.StatusGone, CodeSessionEnded, fmt.Sprintf("session %s ended: %v", e.id, err))
 }
 
 func (s *Server) handleSessionVariable(w http.ResponseWriter, r *http.Request, id, name string) {

@@ -7,7 +7,12 @@
 package jsontext
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -105,4 +110,30 @@ func hex4(b []byte, at int) (rune, bool) {
 		}
 	}
 	return r, true
+}
+
+// Finite refuses data, a JSON value that what names ("field context"),
+// when it holds a number with a fraction or exponent beyond a 64-bit
+// float's range, such as 1e999: Python and JavaScript read it as infinity,
+// which no JSON can carry back. Integers are left alone, however long:
+// Python keeps them exact. data must be valid JSON.
+func Finite(what string, data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for {
+		at := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // the end, or JSON the caller's decoder judges
+		}
+		n, ok := tok.(json.Number)
+		if !ok || !strings.ContainsAny(string(n), ".eE") {
+			continue
+		}
+		if f, err := strconv.ParseFloat(string(n), 64); err != nil && math.IsInf(f, 0) {
+			// at is where the token's search began: skip the separator.
+			at += int64(bytes.Index(data[at:], []byte(n)))
+			return fmt.Errorf("%s holds the number %s (at byte %d), out of range for a 64-bit float: JSON numbers must be finite (send it as a string)", what, n, at)
+		}
+	}
 }

@@ -48,3 +48,18 @@ func TestAcceptedDecodesExactly(t *testing.T) {
 		}
 	}
 }
+
+func TestFinite(t *testing.T) {
+	for _, ok := range []string{`1`, `1.5e308`, `-2.5`, `1e-999`, `123456789012345678901234567890123456789`,
+		`1` + strings.Repeat("0", 400), `{"a": [1, "1e999", 2.0]}`, `"x"`, `null`} {
+		if err := Finite("field context", []byte(ok)); err != nil {
+			t.Errorf("%s refused: %v", ok, err)
+		}
+	}
+	for bad, at := range map[string]string{`1e999`: "byte 0", `{"a": [1, -1.8e308]}`: "byte 10", `[2E400]`: "byte 1"} {
+		err := Finite("field context", []byte(bad))
+		if err == nil || !strings.Contains(err.Error(), "field context holds the number") || !strings.Contains(err.Error(), at) {
+			t.Errorf("%s: %v, want it refused at %s", bad, err, at)
+		}
+	}
+}
