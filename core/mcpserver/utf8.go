@@ -1,14 +1,10 @@
 package mcpserver
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
-	"sync"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/rlmkit/rlm/internal/jsontext"
 )
@@ -27,8 +23,13 @@ func parseError(msg []byte, err error) []byte {
 		ID json.RawMessage `json:"id"`
 	}
 	_ = json.Unmarshal(msg, &probe)
-	id := probe.ID
-	if len(id) == 0 || !json.Valid(id) {
+	return rpcError(probe.ID, -32700, err.Error())
+}
+
+// rpcError is a JSON-RPC 2.0 error response; id is null unless it is a
+// string or a number (the spec's null for an id that could not be read).
+func rpcError(id json.RawMessage, code int, msg string) []byte {
+	if !validID(id) {
 		id = json.RawMessage("null")
 	}
 	b, _ := json.Marshal(struct {
@@ -41,7 +42,7 @@ func parseError(msg []byte, err error) []byte {
 	}{JSONRPC: "2.0", ID: id, Error: struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
-	}{-32700, err.Error()}})
+	}{code, msg}})
 	return b
 }
 
@@ -77,61 +78,3 @@ func (e errReader) Read([]byte) (int, error) {
 	}
 	return 0, e.err
 }
-
-// StdioTransport is MCP over in and out (newline-delimited JSON-RPC, as
-// the SDK's IOTransport), except that a line that is not UTF-8 is not
-// passed on: it is answered with a parse error naming the byte, and the
-// session goes on.
-func StdioTransport(in io.Reader, out io.Writer) mcp.Transport {
-	w := &lockedWriter{w: out}
-	return &mcp.IOTransport{
-		Reader: &utf8Lines{r: bufio.NewReader(in), w: w},
-		Writer: w,
-	}
-}
-
-// lockedWriter serialises the SDK's writes (one message each) with
-// utf8Lines' parse errors.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func (l *lockedWriter) Close() error { return nil }
-
-// utf8Lines passes on the lines of r that are UTF-8 and answers the others
-// on w.
-type utf8Lines struct {
-	r    *bufio.Reader
-	w    *lockedWriter
-	line []byte // the rest of the line being passed on
-	err  error  // r's error, returned once line is passed on
-}
-
-func (u *utf8Lines) Read(p []byte) (int, error) {
-	for len(u.line) == 0 {
-		if u.err != nil {
-			return 0, u.err
-		}
-		line, err := u.r.ReadBytes('\n')
-		u.err = err
-		if cerr := jsontext.Check("the message", line); cerr != nil {
-			if _, werr := u.w.Write(append(parseError(line, cerr), '\n')); werr != nil {
-				return 0, werr
-			}
-			continue
-		}
-		u.line = line
-	}
-	n := copy(p, u.line)
-	u.line = u.line[n:]
-	return n, nil
-}
-
-func (u *utf8Lines) Close() error { return nil }
