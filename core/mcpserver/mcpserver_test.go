@@ -1,7 +1,6 @@
 package mcpserver_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -422,36 +421,7 @@ func mustJSON(v any) string {
 // the code with U+FFFD in place of it), and the session goes on.
 func TestStdioNotUTF8(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t, server.Config{})
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mcpserver.New(srv, mcpserver.Options{}).Run(ctx, mcpserver.StdioTransport(inR, outW)) }()
-	t.Cleanup(func() {
-		cancel()
-		inW.Close()
-		outR.Close()
-		<-done
-	})
-	lines := bufio.NewScanner(outR)
-	lines.Buffer(nil, 1<<20)
-	send := func(msg string) {
-		if _, err := io.WriteString(inW, msg+"\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	next := func() string {
-		if !lines.Scan() {
-			t.Fatalf("no answer: %v", lines.Err())
-		}
-		return lines.Text()
-	}
-	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	if got := next(); !strings.Contains(got, `"id":1,"result"`) {
-		t.Fatalf("initialize: %s", got)
-	}
-	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send, next := stdio(t)
 	send("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"run_code\",\"arguments\":{\"code\":\"print('\xff')\"}}}")
 	if got := next(); !strings.Contains(got, `"id":2,"error":{"code":-32700,"message":"the message is not UTF-8: byte 102 (0xff`) {
 		t.Fatalf("a line that is not UTF-8: %s", got)
