@@ -283,7 +283,7 @@ func checkMessage(msg []byte) (in inbound, reply []byte) {
 	invalid := func(id json.RawMessage, why string) (inbound, []byte) {
 		return inbound{}, rpcError(id, -32600, "invalid request: "+why)
 	}
-	if depth(msg) > maxDepth {
+	if jsontext.Depth(msg) > maxDepth {
 		return invalid(nil, fmt.Sprintf("the message nests deeper than %d levels", maxDepth))
 	}
 	switch msg[0] {
@@ -340,33 +340,6 @@ func checkMessage(msg []byte) (in inbound, reply []byte) {
 	}
 	in.id = id
 	return in, nil
-}
-
-// depth is how deeply msg (valid JSON) nests objects and arrays.
-func depth(msg []byte) int {
-	d, most := 0, 0
-	inString, escaped := false, false
-	for _, b := range msg {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case b == '\\':
-				escaped = true
-			case b == '"':
-				inString = false
-			}
-		case b == '"':
-			inString = true
-		case b == '{' || b == '[':
-			d++
-			most = max(most, d)
-		case b == '}' || b == ']':
-			d--
-		}
-	}
-	return most
 }
 
 func truncate(b []byte, n int) []byte {

@@ -32,17 +32,15 @@ func rpcError(id json.RawMessage, code int, msg string) []byte {
 	if !validID(id) {
 		id = json.RawMessage("null")
 	}
+	type rpcErr struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
 	b, _ := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
-		Error   struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}{JSONRPC: "2.0", ID: id, Error: struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	}{code, msg}})
+		Error   rpcErr          `json:"error"`
+	}{"2.0", id, rpcErr{code, msg}})
 	return b
 }
 

@@ -137,3 +137,32 @@ func Finite(what string, data []byte) error {
 		}
 	}
 }
+
+// Depth is how deeply msg, valid JSON, nests objects and arrays: a
+// decoder with a nesting limit (the MCP SDK's) refuses a message beyond
+// it, and a caller that must answer instead of failing checks first.
+func Depth(msg []byte) int {
+	d, most := 0, 0
+	inString, escaped := false, false
+	for _, b := range msg {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
+			}
+		case b == '"':
+			inString = true
+		case b == '{' || b == '[':
+			d++
+			most = max(most, d)
+		case b == '}' || b == ']':
+			d--
+		}
+	}
+	return most
+}

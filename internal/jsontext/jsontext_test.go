@@ -63,3 +63,17 @@ func TestFinite(t *testing.T) {
 		}
 	}
 }
+
+func TestDepth(t *testing.T) {
+	for in, want := range map[string]int{
+		`1`:                  0,
+		`{"a":[1,{"b":[]}]}`: 4,
+		`["[[[{", "\"]]]"]`:  1, // brackets in strings, an escaped quote
+		`{"a":"\\"}`:         1,
+		strings.Repeat("[", 3) + strings.Repeat("]", 3): 3,
+	} {
+		if got := Depth([]byte(in)); got != want {
+			t.Errorf("Depth(%s) = %d, want %d", in, got, want)
+		}
+	}
+}
