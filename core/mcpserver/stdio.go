@@ -276,12 +276,22 @@ func checkMessage(msg []byte) (in inbound, reply []byte) {
 	if err := jsontext.Check("the message", msg); err != nil {
 		return in, parseError(msg, err)
 	}
-	var v json.RawMessage
-	if err := json.Unmarshal(msg, &v); err != nil {
-		return in, rpcError(nil, -32700, "parse error: the message is not JSON ("+err.Error()+"); send one JSON-RPC message a line")
+	notJSON := func(err error) (inbound, []byte) {
+		return inbound{}, rpcError(nil, -32700, "parse error: the message is not JSON ("+err.Error()+"); send one JSON-RPC message a line")
 	}
 	invalid := func(id json.RawMessage, why string) (inbound, []byte) {
 		return inbound{}, rpcError(id, -32600, "invalid request: "+why)
+	}
+	// An object is decoded once, into its keys as written (the SDK
+	// matches them case-sensitively); anything else is refused after a
+	// syntax check, so that a message that is not JSON is said to be so.
+	var m map[string]json.RawMessage
+	if msg[0] == '{' {
+		if err := json.Unmarshal(msg, &m); err != nil {
+			return notJSON(err)
+		}
+	} else if err := json.Unmarshal(msg, new(json.RawMessage)); err != nil {
+		return notJSON(err)
 	}
 	if jsontext.Depth(msg) > maxDepth {
 		return invalid(nil, fmt.Sprintf("the message nests deeper than %d levels", maxDepth))
@@ -295,11 +305,6 @@ func checkMessage(msg []byte) (in inbound, reply []byte) {
 		return invalid(nil, "JSON-RPC batches are not supported (MCP dropped them in 2025-06-18); send one message a line")
 	default:
 		return invalid(nil, "a JSON-RPC message is an object, not "+string(truncate(msg, 40)))
-	}
-	// Keys as written: the SDK matches them case-sensitively.
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(msg, &m); err != nil {
-		return invalid(nil, err.Error())
 	}
 	id, hasID := m["id"]
 	if hasID && !bytes.Equal(id, []byte("null")) && !validID(id) {
