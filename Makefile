@@ -52,9 +52,9 @@ lint:
 	GOOS=windows $(GO) build ./cmd/rlm ./core/... ./internal/...
 	GOOS=darwin $(GO) build ./cmd/rlm ./core/... ./internal/...
 
-# Regenerate core/proto with pinned generators (needs Debian's protoc).
+# Regenerate core/runtimepb with pinned generators (needs Debian's protoc).
 proto:
-	$(GO) generate ./core/proto
+	$(GO) generate ./core/runtimepb
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./bench/...

@@ -13,8 +13,8 @@ import (
 	"github.com/rlmkit/rlm/core/engine"
 	"github.com/rlmkit/rlm/core/llm"
 	"github.com/rlmkit/rlm/core/llm/llmtest"
-	"github.com/rlmkit/rlm/internal/isolate"
-	"github.com/rlmkit/rlm/internal/launch"
+	"github.com/rlmkit/rlm/internal/host/launch"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
 // pythonFactory launches the built python plugin once and opens engine

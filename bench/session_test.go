@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/internal/isolate"
-	"github.com/rlmkit/rlm/internal/launch"
+	"github.com/rlmkit/rlm/internal/host/launch"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
 func pythonRuntime(b *testing.B) *core.Runtime {

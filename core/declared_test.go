@@ -7,15 +7,15 @@ import (
 	"testing"
 
 	"github.com/rlmkit/rlm/core"
-	pb "github.com/rlmkit/rlm/core/proto"
-	"github.com/rlmkit/rlm/internal/isolate"
-	"github.com/rlmkit/rlm/internal/runtimetest"
+	"github.com/rlmkit/rlm/core/plugin/plugintest"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
 // countingInfo is a mock runtime declaring isolation none whose Info calls
 // are counted.
 func countingInfo(t *testing.T, calls *atomic.Int64) *core.Runtime {
-	c, stop := runtimetest.Connect(t, &runtimetest.Runtime{InfoF: func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
+	c, stop := plugintest.Connect(t, &plugintest.Runtime{InfoF: func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
 		calls.Add(1)
 		return &pb.InfoResponse{Available: true, IsolationLevels: []string{"none"}}, nil
 	}})

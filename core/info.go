@@ -10,7 +10,7 @@ import (
 // Info is what a runtime declares about itself: its name, its tool's
 // version, what it can do and the isolation levels it enforces. A plugin
 // answers it once per connection (it does not change while the plugin
-// runs); the host fingerprints plugins by it (internal/catalog) and
+// runs); the host fingerprints plugins by it (internal/host/catalog) and
 // resolves every run's isolation against it (ResolveIsolation).
 type Info struct {
 	Name           string // "python"

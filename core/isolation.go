@@ -17,7 +17,7 @@ import (
 // to what it declares in Info, never trusted to upgrade or downgrade itself.
 const AutoIsolation = "auto"
 
-// hostLevels are the levels internal/isolate defines, weakest first. A plugin
+// hostLevels are the levels internal/sandbox/isolate defines, weakest first. A plugin
 // may declare a level of its own (pyodide's wasm); the host cannot rank it
 // against these, so auto picks it only when the plugin declares none of them.
 var hostLevels = isolation.Levels
@@ -29,15 +29,15 @@ var hostLevels = isolation.Levels
 // auto is the strongest of none, process and namespace that the plugin
 // declares and this host can enforce (else the plugin's own level, such
 // as wasm). An explicit level must be declared by the plugin and, when
-// internal/isolate defines it, work on this host; otherwise the answer is an
+// internal/sandbox/isolate defines it, work on this host; otherwise the answer is an
 // error naming the plugin, what it supports and the fix, and nothing runs.
 //
-// host says what this host can enforce (internal/isolate.Available). It
+// host says what this host can enforce (internal/sandbox/isolate.Available). It
 // must not be nil: without it no level could be ranked, and guessing would
 // be the silent downgrade rlm never makes.
 func ResolveIsolation(info *Info, plugin, requested string, session bool, host isolation.Probe) (string, error) {
 	if host == nil {
-		return "", errors.New("resolving an isolation level needs the host's probe (internal/isolate.Available), and none was given: this is a bug in the program embedding rlm")
+		return "", errors.New("resolving an isolation level needs the host's probe (internal/sandbox/isolate.Available), and none was given: this is a bug in the program embedding rlm")
 	}
 	declared := info.Declared(session)
 	what := "programs"
@@ -74,7 +74,7 @@ func ResolveIsolation(info *Info, plugin, requested string, session bool, host i
 }
 
 // held are the resource limits a plugin enforces at level: none at level
-// none; all of them at the other levels internal/isolate defines (process,
+// none; all of them at the other levels internal/sandbox/isolate defines (process,
 // namespace), which enforce every one; at a level of the plugin's own (such
 // as pyodide's wasm), which the host cannot judge, only those info declares
 // among its capabilities ("memory", "max-processes", "max-disk", "cpu").
@@ -159,7 +159,7 @@ func (r *Runtime) Declared(ctx context.Context) (*Info, error) {
 }
 
 // SetDeclared records info, the Info its plugin gave when it was launched
-// (internal/catalog), so that Declared does not ask again.
+// (internal/host/catalog), so that Declared does not ask again.
 func (r *Runtime) SetDeclared(info *Info) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -13,7 +13,7 @@ import (
 
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/isolation"
-	pb "github.com/rlmkit/rlm/core/proto"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
 // Runtime is a connection to one runtime service: a plugin process or the
@@ -37,7 +37,7 @@ type Runtime struct {
 
 // NewRuntime wraps a connected client; close (may be nil) ends the
 // connection and whatever process serves it. host is the host's isolation
-// probe (internal/isolate.Available), against which every run's level is
+// probe (internal/sandbox/isolate.Available), against which every run's level is
 // resolved; core takes it as a value so that it does not link the sandbox.
 func NewRuntime(name, backend string, c pb.RuntimeClient, close func(), host isolation.Probe) *Runtime {
 	return &Runtime{Name: name, Backend: backend, Client: c, close: close, host: host}

@@ -10,7 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	pb "github.com/rlmkit/rlm/core/proto"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
 	"github.com/rlmkit/rlm/internal/calls"
 )
 

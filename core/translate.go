@@ -1,6 +1,6 @@
 package core
 
-// The translation between the wire's types (core/proto) and core's, in one
+// The translation between the wire's types (core/runtimepb) and core's, in one
 // place: what crosses a plugin's or the daemon's connection becomes a core
 // type here and nowhere else, on the host's side (Runtime) as on the
 // plugin's (core/plugin's adapter). The ending's translation is
@@ -14,7 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rlmkit/rlm/core/ending"
-	pb "github.com/rlmkit/rlm/core/proto"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
 // FromProto converts the wire result.

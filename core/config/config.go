@@ -137,7 +137,7 @@ type Limits struct {
 	MaxOutput Size     `toml:"max_output" env:"RLM_MAX_OUTPUT"`
 	// Isolation is auto (the strongest level both this host and the
 	// runtime's plugin support), none, process or namespace (see
-	// internal/isolate). serve uses [serve] isolation instead.
+	// internal/sandbox/isolate). serve uses [serve] isolation instead.
 	Isolation string `toml:"isolation" env:"RLM_ISOLATION"`
 	// Memory caps a run's memory (cgroup, else RLIMIT_DATA; the pyodide
 	// backend's linear memory); 0 means no cap.

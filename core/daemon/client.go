@@ -16,8 +16,8 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/plugin"
-	pb "github.com/rlmkit/rlm/core/proto"
-	"github.com/rlmkit/rlm/internal/isolate"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
 // PingTimeout bounds Alive: a daemon that does not answer this fast is

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rlmkit/rlm/core/plugin"
-	pb "github.com/rlmkit/rlm/core/proto"
-	"github.com/rlmkit/rlm/internal/runtimetest"
+	"github.com/rlmkit/rlm/core/plugin/plugintest"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
 // The test binary doubles as a runtime plugin ("fake") when started with
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 // writeFakePlugin puts an rlm-plugin-fake launcher into dir.
 func writeFakePlugin(t *testing.T, dir string) {
 	t.Helper()
-	runtimetest.WritePlugin(t, dir, "fake", "RLM_FAKE_PLUGIN=1", "RLM_FAKE_DIR="+dir)
+	plugintest.WritePlugin(t, dir, "fake", "RLM_FAKE_PLUGIN=1", "RLM_FAKE_DIR="+dir)
 }
 
 // fakeRuntime is a runtime whose REPL understands a few commands, one per
@@ -50,10 +50,10 @@ func writeFakePlugin(t *testing.T, dir string) {
 //
 // Run answers "run:" + code, so a test sees whether Run was proxied.
 //
-// The calls are the mock runtime's function fields (internal/runtimetest).
-func fakeRuntime() *runtimetest.Runtime {
+// The calls are the mock runtime's function fields (core/plugin/plugintest).
+func fakeRuntime() *plugintest.Runtime {
 	var live atomic.Int64 // sessions open in this process
-	return &runtimetest.Runtime{
+	return &plugintest.Runtime{
 		InfoF: func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
 			return &pb.InfoResponse{Name: "fake", Available: true, Backend: "native", RuntimeVersion: "Fake 1.0", Capabilities: []string{"repl", "program"}}, nil
 		},

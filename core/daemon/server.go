@@ -52,11 +52,11 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/plugin"
-	pb "github.com/rlmkit/rlm/core/proto"
-	"github.com/rlmkit/rlm/internal/catalog"
-	"github.com/rlmkit/rlm/internal/isolate"
-	"github.com/rlmkit/rlm/internal/launch"
-	"github.com/rlmkit/rlm/internal/pool"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
+	"github.com/rlmkit/rlm/internal/host/catalog"
+	"github.com/rlmkit/rlm/internal/host/launch"
+	"github.com/rlmkit/rlm/internal/host/pool"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
 // BackendName is what results served by the daemon report as backend.

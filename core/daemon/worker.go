@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
-	pb "github.com/rlmkit/rlm/core/proto"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
 // worker is one open Session stream on a plugin: one interpreter with its

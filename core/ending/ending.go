@@ -1,11 +1,11 @@
 // Package ending names how a run or a cell ended. It is the one definition
-// of that idea: the sandbox (internal/isolate), the plugins, the engine and
+// of that idea: the sandbox (internal/sandbox/isolate), the plugins, the engine and
 // core.Result all use Reason, and this package alone translates it to and
 // from the wire's pb.EndedBy. It sits below core because core imports
-// internal/isolate, which must report endings too.
+// internal/sandbox/isolate, which must report endings too.
 package ending
 
-import pb "github.com/rlmkit/rlm/core/proto"
+import pb "github.com/rlmkit/rlm/core/runtimepb"
 
 // Reason is how a run ended, as the lower-case name JSON shows.
 type Reason string

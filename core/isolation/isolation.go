@@ -1,12 +1,12 @@
 // Package isolation names the isolation levels a program can run at. It is
 // a leaf with no sandbox machinery in it, so code that only speaks about
-// levels (a plugin's Info and request checks, core/native's body) does not
-// link the sandbox (internal/isolate) that enforces them.
+// levels (a plugin's Info and request checks, core/plugin/native's body) does not
+// link the sandbox (internal/sandbox/isolate) that enforces them.
 package isolation
 
 import "fmt"
 
-// Level is how strongly a program is isolated; see internal/isolate for what
+// Level is how strongly a program is isolated; see internal/sandbox/isolate for what
 // each level enforces.
 type Level string
 
@@ -17,11 +17,11 @@ const (
 	Namespace Level = "namespace"
 )
 
-// Levels are the levels internal/isolate defines, weakest first.
+// Levels are the levels internal/sandbox/isolate defines, weakest first.
 var Levels = []Level{None, Process, Namespace}
 
 // Probe reports whether this host can enforce level: nil when it can, else
-// why not and the fix. The host's probe is internal/isolate.Available, which
+// why not and the fix. The host's probe is internal/sandbox/isolate.Available, which
 // starts a real sandbox to find out; code that resolves levels (core) takes
 // the probe as a value instead of importing it, so that a plugin linking
 // core's types does not link the sandbox.

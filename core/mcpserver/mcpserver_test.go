@@ -18,10 +18,10 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/mcpserver"
 	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/plugin/plugintest"
 	"github.com/rlmkit/rlm/core/server"
-	"github.com/rlmkit/rlm/internal/isolate"
-	"github.com/rlmkit/rlm/internal/launch"
-	"github.com/rlmkit/rlm/internal/runtimetest"
+	"github.com/rlmkit/rlm/internal/host/launch"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 	"github.com/rlmkit/rlm/plugins/python"
 	"github.com/rlmkit/rlm/plugins/shell"
 )
@@ -30,7 +30,7 @@ import (
 // binary under their names, as rlm launches the real ones, so every tool
 // call goes over real gRPC to a real interpreter.
 func TestMain(m *testing.M) {
-	runtimetest.Main(m, map[string]func(){"python": python.Main, "shell": shell.Main})
+	plugintest.Main(m, map[string]func(){"python": python.Main, "shell": shell.Main})
 }
 
 // opener launches this test binary as the named plugin.
@@ -42,7 +42,7 @@ func opener(t testing.TB) server.Opener {
 		}
 	}
 	dir := t.TempDir()
-	runtimetest.LinkPlugins(t, dir, "python", "shell")
+	plugintest.LinkPlugins(t, dir, "python", "shell")
 	return func(ctx context.Context, name string) (*core.Runtime, error) {
 		p, err := launch.Launch(filepath.Join(dir, plugin.Prefix+name))
 		if err != nil {

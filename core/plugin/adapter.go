@@ -15,8 +15,8 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/isolation"
-	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core/plugin/program"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
 // NewServer is the gRPC adapter in front of a Runtime (see Runtime for what

@@ -15,8 +15,8 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin"
-	pb "github.com/rlmkit/rlm/core/proto"
-	"github.com/rlmkit/rlm/internal/runtimetest"
+	"github.com/rlmkit/rlm/core/plugin/plugintest"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
 // fakeRuntime is a plugin.Runtime whose Run and OpenSession are the test's;
@@ -198,7 +198,7 @@ func (*nilSessions) OpenSession(context.Context, core.SessionOptions) (*plugin.S
 // returns the first response.
 func session(t *testing.T, srv pb.RuntimeServer, open *pb.OpenSession) (pb.Runtime_SessionClient, *pb.SessionResponse) {
 	t.Helper()
-	client, _ := runtimetest.Connect(t, srv)
+	client, _ := plugintest.Connect(t, srv)
 	stream, err := client.Session(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +257,7 @@ func TestAdapterOpensSessions(t *testing.T) {
 	}
 
 	// A runtime without sessions answers Unimplemented.
-	client, _ := runtimetest.Connect(t, plugin.NewServer(&fakeRuntime{}))
+	client, _ := plugintest.Connect(t, plugin.NewServer(&fakeRuntime{}))
 	stream2, err := client.Session(context.Background())
 	if err == nil {
 		_, err = stream2.Recv()

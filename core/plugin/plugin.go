@@ -2,10 +2,10 @@
 // handshake, the go-plugin plugin type and the session helpers.
 //
 // A plugin is a separate executable named rlm-plugin-NAME (Prefix) that
-// calls Serve with an implementation of the runtime service (core/proto).
+// calls Serve with an implementation of the runtime service (core/runtimepb).
 // The five built-in runtimes use exactly this package, so a third-party
 // plugin is as capable as they are. Starting plugins is the host's business
-// (internal/launch): this package links no launcher and no sandbox code, so
+// (internal/host/launch): this package links no launcher and no sandbox code, so
 // neither does a plugin.
 //
 // # Notes
@@ -27,7 +27,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	pb "github.com/rlmkit/rlm/core/proto"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
 // ProtocolVersion is the runtime service version this build speaks. Bump it

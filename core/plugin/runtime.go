@@ -25,7 +25,7 @@ import (
 // Requests and results are core's types (core.Program, core.Result,
 // core.SessionOptions); the adapter translates the wire's messages with
 // core/translate.go, the one place that does, so a runtime never sees
-// core/proto.
+// core/runtimepb.
 type Runtime interface {
 	// Info says what the runtime is and whether it can run here. The host
 	// asks it when it starts the plugin, and the adapter keeps the first

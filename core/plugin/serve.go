@@ -7,7 +7,7 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
-	pb "github.com/rlmkit/rlm/core/proto"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
 // Serve runs rt as a plugin, behind the adapter (NewServer), and returns
@@ -16,7 +16,7 @@ import (
 func Serve(rt Runtime) { ServeGRPC(NewServer(rt)) }
 
 // ServeGRPC serves an implementation of the wire service itself, for what
-// must speak it directly: a test's mock runtime (internal/runtimetest) that
+// must speak it directly: a test's mock runtime (core/plugin/plugintest) that
 // plays a misbehaving plugin. A plugin calls Serve.
 func ServeGRPC(impl pb.RuntimeServer) {
 	goplugin.Serve(&goplugin.ServeConfig{

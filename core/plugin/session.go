@@ -10,8 +10,8 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/core/program"
-	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core/plugin/program"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
 	"github.com/rlmkit/rlm/internal/calls"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -45,7 +45,7 @@ type SessionOptions struct {
 	Wall      time.Duration // a cell's timeout when Execute asks for none (0: defaults.Timeout)
 	// Dir returns the session's working directory on this host, where the
 	// running interpreter sees it now (a sandbox may work in a private
-	// copy, see internal/isolate). A cell's Execute.files are written there
+	// copy, see internal/sandbox/isolate). A cell's Execute.files are written there
 	// (program.PutFiles) before it runs, and with Execute.return_files the
 	// files it created or changed there come back in its result, as a
 	// program's do (program.Snapshot). Nil: the session takes no files

@@ -8,16 +8,16 @@ import (
 	"os"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/backend"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/server"
-	"github.com/rlmkit/rlm/internal/launch"
+	"github.com/rlmkit/rlm/internal/host/launch"
 )
 
 // Mounting the sandbox server in a program's own mux, under /sandbox/.
 func ExampleNew() {
-	opts := backend.Options{Plugins: launch.DefaultSearchPath(nil, nil)}
+	opts := client.Options{Plugins: launch.DefaultSearchPath(nil, nil)}
 	open := func(ctx context.Context, name string) (*core.Runtime, error) {
-		return backend.Open(ctx, name, opts)
+		return client.Open(ctx, name, opts)
 	}
 	// Fail at start, with a reason, when python cannot run here.
 	modes, rts, _, err := server.OpenModes(context.Background(), open, []string{"python"})

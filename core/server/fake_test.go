@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
-	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core/plugin/plugintest"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
 	"github.com/rlmkit/rlm/core/server"
-	"github.com/rlmkit/rlm/internal/isolate"
-	"github.com/rlmkit/rlm/internal/runtimetest"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
 // fakeRuntime is an in-process runtime service with a tiny line language,
@@ -250,8 +250,8 @@ func (f *fakeRuntime) session(stream pb.Runtime_SessionServer) error {
 
 // mock is the runtime service that speaks f's language: the mock runtime
 // with f's calls, which a test may replace one by one.
-func (f *fakeRuntime) mock() *runtimetest.Runtime {
-	return &runtimetest.Runtime{InfoF: f.info, RunF: f.run, SessionF: f.session}
+func (f *fakeRuntime) mock() *plugintest.Runtime {
+	return &plugintest.Runtime{InfoF: f.info, RunF: f.run, SessionF: f.session}
 }
 
 // fakeOpener serves f in process; every open is a new "plugin" and opens
@@ -261,13 +261,13 @@ func fakeOpener(t testing.TB, f *fakeRuntime, opens *atomic.Int64) server.Opener
 }
 
 // mockOpener serves impl over go-plugin's gRPC transport
-// (runtimetest.Connect); every open is a new connection, counted in opens.
+// (plugintest.Connect); every open is a new connection, counted in opens.
 func mockOpener(t testing.TB, impl pb.RuntimeServer, opens *atomic.Int64) server.Opener {
 	return func(ctx context.Context, name string) (*core.Runtime, error) {
 		if opens != nil {
 			opens.Add(1)
 		}
-		c, stop := runtimetest.Connect(t, impl)
+		c, stop := plugintest.Connect(t, impl)
 		return core.NewRuntime(name, "fake", c, stop, isolate.Available), nil
 	}
 }

@@ -15,17 +15,17 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/plugin/plugintest"
 	"github.com/rlmkit/rlm/core/server"
-	"github.com/rlmkit/rlm/internal/isolate"
-	"github.com/rlmkit/rlm/internal/launch"
-	"github.com/rlmkit/rlm/internal/runtimetest"
+	"github.com/rlmkit/rlm/internal/host/launch"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 	"github.com/rlmkit/rlm/plugins/python"
 )
 
 // TestMain doubles as the python plugin: tests launch this binary under
 // the name rlm-plugin-python, as rlm launches the real one.
 func TestMain(m *testing.M) {
-	runtimetest.Main(m, map[string]func(){"python": python.Main})
+	plugintest.Main(m, map[string]func(){"python": python.Main})
 }
 
 // pythonOpener launches this test binary as the python plugin. launches
@@ -36,7 +36,7 @@ func pythonOpener(t testing.TB, launches *atomic.Int64) server.Opener {
 		t.Skip("python3 is not installed")
 	}
 	dir := t.TempDir()
-	runtimetest.LinkPlugins(t, dir, "python")
+	plugintest.LinkPlugins(t, dir, "python")
 	path := filepath.Join(dir, plugin.Prefix+"python")
 	return func(ctx context.Context, name string) (*core.Runtime, error) {
 		p, err := launch.Launch(path)

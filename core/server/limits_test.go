@@ -18,7 +18,7 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/server"
-	"github.com/rlmkit/rlm/internal/proctree"
+	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 	"github.com/rlmkit/rlm/internal/testutil"
 )
 

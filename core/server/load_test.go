@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core/server"
-	"github.com/rlmkit/rlm/internal/proctree"
+	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 )
 
 // A few thousand requests from 32 concurrent clients (2 slots and a

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/internal/distinct"
-	"github.com/rlmkit/rlm/internal/isolate"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
 // Opener connects to a runtime by name. The rlm command passes

@@ -47,7 +47,7 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/docs"
-	"github.com/rlmkit/rlm/internal/pool"
+	"github.com/rlmkit/rlm/internal/host/pool"
 	"github.com/rlmkit/rlm/internal/version"
 )
 

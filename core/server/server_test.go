@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rlmkit/rlm/core"
-	pb "github.com/rlmkit/rlm/core/proto"
+	"github.com/rlmkit/rlm/core/plugin/plugintest"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
 	"github.com/rlmkit/rlm/core/server"
-	"github.com/rlmkit/rlm/internal/runtimetest"
 )
 
 func fakeConfig(t testing.TB, f *fakeRuntime) server.Config {
@@ -547,7 +547,7 @@ func TestOpenModesUnavailable(t *testing.T) {
 		}, "mode=x but probe failed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, _, err := server.OpenModes(context.Background(), mockOpener(t, &runtimetest.Runtime{InfoF: tc.info}, nil), []string{"x"})
+			_, _, _, err := server.OpenModes(context.Background(), mockOpener(t, &plugintest.Runtime{InfoF: tc.info}, nil), []string{"x"})
 			if err == nil || err.Error() != tc.want {
 				t.Errorf("got %v, want %q", err, tc.want)
 			}

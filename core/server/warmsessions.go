@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/internal/pool"
+	"github.com/rlmkit/rlm/internal/host/pool"
 )
 
 // warmSessions keeps, per language, Config.WarmSessions sessions opened
@@ -13,7 +13,7 @@ import (
 // POST /sessions without a context is a hand-over instead of a sandbox and
 // interpreter start (at isolation namespace: bubblewrap, cgroups, python
 // and its driver, hundreds of milliseconds on a loaded 2-core machine).
-// Each session is handed out once and never comes back (internal/pool): no
+// Each session is handed out once and never comes back (internal/host/pool): no
 // client ever sees another's state. A language's pool starts at its first
 // POST /sessions, so a server whose clients never open sessions keeps no
 // interpreters.

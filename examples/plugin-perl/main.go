@@ -2,7 +2,7 @@
 // programs. It lives in a module of its own and uses only rlm's public
 // packages, as any plugin outside the rlm repository would:
 //
-//   - core/native is the body every plugin that runs a local interpreter
+//   - core/plugin/native is the body every plugin that runs a local interpreter
 //     shares: Info, Check (with the checker runtime.Syntax names), and a
 //     Run that gives each program a private working
 //     directory, capped output, the wall-clock limit, the produced files,
@@ -16,7 +16,7 @@
 //     none when the plugin is started by anything but rlm), and rlm holds
 //     the plugin to them; native.Serve serves it over go-plugin (through
 //     core/plugin, what every plugin imports);
-//   - core/toolpath finds perl and caches its version.
+//   - core/plugin/toolpath finds perl and caches its version.
 //
 // A plugin that runs programs some other way must declare only the levels
 // it enforces itself in core.Info.IsolationLevels (see docs/plugins.md).
@@ -32,8 +32,8 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/rlmkit/rlm/core/native"
-	"github.com/rlmkit/rlm/core/toolpath"
+	"github.com/rlmkit/rlm/core/plugin/native"
+	"github.com/rlmkit/rlm/core/plugin/toolpath"
 )
 
 // version is this plugin's own version, reported by Info.
@@ -50,7 +50,7 @@ func probe(path string) (toolpath.Tool, error) {
 }
 
 // runtime is all that is perl-specific: the tool, the code file and the
-// syntax check. Everything else is core/native's: the command line (by
+// syntax check. Everything else is core/plugin/native's: the command line (by
 // default the tool, the code file and the program's arguments) and the
 // sandbox (by way of rlm's supervisor).
 var runtime = &native.Runtime{

@@ -17,7 +17,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/rlmkit/rlm/internal/proctree"
+	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 )
 
 // SyncBuffer is a bytes.Buffer that many goroutines may write to (a

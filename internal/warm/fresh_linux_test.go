@@ -13,7 +13,7 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/core/program"
+	"github.com/rlmkit/rlm/core/plugin/program"
 )
 
 // probe is python shared by the leaking request and the one that looks:

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/rlmkit/rlm/core/toolpath"
+	"github.com/rlmkit/rlm/core/plugin/toolpath"
 )
 
 var (
@@ -16,7 +16,7 @@ var (
 
 // ExecConfig is the warm sandbox of a runtime that execs its program (bash,
 // node): the host's python3 runs the worker, which execs the runtime's tool
-// for each program (core/native adds the tool's own read-only paths). ok is
+// for each program (core/plugin/native adds the tool's own read-only paths). ok is
 // false when the host has no python3.
 func ExecConfig(toolpath.Tool) (cfg Config, ok bool) {
 	exe, prefix, err := FindPython()

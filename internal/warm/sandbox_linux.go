@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rlmkit/rlm/internal/isolate"
-	"github.com/rlmkit/rlm/internal/proctree"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
+	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 )
 
 // startTimeout bounds a sandbox's start (bwrap, the interpreter, the

@@ -17,7 +17,7 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/core/program"
+	"github.com/rlmkit/rlm/core/plugin/program"
 )
 
 // soakKind is one kind of program the soak test sends, in python, bash and

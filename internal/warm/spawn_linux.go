@@ -19,8 +19,8 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/core/program"
-	"github.com/rlmkit/rlm/internal/isolate"
+	"github.com/rlmkit/rlm/core/plugin/program"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
 // Run describes one request for Spawner.

@@ -1,8 +1,8 @@
 // Package warm runs programs in warm sandboxes: a namespace sandbox built by
-// internal/isolate ahead of demand, with a warm Python worker inside it as the
+// internal/sandbox/isolate ahead of demand, with a warm Python worker inside it as the
 // sandbox's pid 1, which forks a fresh child for each request. A run then
 // costs a fork and a cgroup, not an interpreter start and a sandbox built
-// from nothing. It is a program.Spawner, used by core/native for programs
+// from nothing. It is a program.Spawner, used by core/plugin/native for programs
 // run under isolation namespace by rlm serve and the daemon (a plugin that
 // serves a single run, rlm exec, never builds one: it would cost more than
 // it saves).

@@ -8,8 +8,8 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/core/program"
-	"github.com/rlmkit/rlm/internal/isolate"
+	"github.com/rlmkit/rlm/core/plugin/program"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
 // python returns the real interpreter and its prefix, or skips.

@@ -6,10 +6,10 @@ import (
 	"context"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/program"
+	"github.com/rlmkit/rlm/core/plugin/program"
 )
 
-// Pool is never usable outside Linux, where internal/isolate runs nothing.
+// Pool is never usable outside Linux, where internal/sandbox/isolate runs nothing.
 type Pool struct{}
 
 // Run describes one request for Spawner.

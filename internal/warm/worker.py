@@ -1,5 +1,5 @@
 # rlm's warm sandbox worker (internal/warm), appended to pymain.py. It runs as
-# pid 1 of a namespace sandbox built by internal/isolate (bwrap --as-pid-1), so
+# pid 1 of a namespace sandbox built by internal/sandbox/isolate (bwrap --as-pid-1), so
 # nothing inside the sandbox can signal it, and every orphan is its child.
 # It serves one request at a time:
 #

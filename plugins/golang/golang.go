@@ -42,10 +42,10 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/core/native"
-	"github.com/rlmkit/rlm/core/native/inproc"
-	"github.com/rlmkit/rlm/core/program"
-	"github.com/rlmkit/rlm/core/toolpath"
+	"github.com/rlmkit/rlm/core/plugin/native"
+	"github.com/rlmkit/rlm/core/plugin/native/inproc"
+	"github.com/rlmkit/rlm/core/plugin/program"
+	"github.com/rlmkit/rlm/core/plugin/toolpath"
 )
 
 // DefaultBuildTimeout bounds a compilation when the request sets no
@@ -207,7 +207,7 @@ func checkPackage(code string) *core.Result {
 	}
 }
 
-// Runtime describes Go for core/native.
+// Runtime describes Go for core/plugin/native.
 var Runtime = &native.Runtime{
 	Name:     "golang",
 	Language: "go",

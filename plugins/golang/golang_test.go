@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/core/toolpath"
+	"github.com/rlmkit/rlm/core/plugin/toolpath"
 )
 
 func TestBinaryPathIsKeyedByToolchainAndCode(t *testing.T) {

@@ -8,11 +8,11 @@ import (
 	"path/filepath"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/native"
-	"github.com/rlmkit/rlm/core/native/inproc"
-	"github.com/rlmkit/rlm/core/program"
-	"github.com/rlmkit/rlm/core/toolpath"
-	"github.com/rlmkit/rlm/internal/install"
+	"github.com/rlmkit/rlm/core/plugin/install"
+	"github.com/rlmkit/rlm/core/plugin/native"
+	"github.com/rlmkit/rlm/core/plugin/native/inproc"
+	"github.com/rlmkit/rlm/core/plugin/program"
+	"github.com/rlmkit/rlm/core/plugin/toolpath"
 	"github.com/rlmkit/rlm/internal/warm"
 )
 
@@ -66,7 +66,7 @@ func useInstalled(dir string, ws *program.Workspace) []string {
 	return []string{"NODE_PATH=" + nm}
 }
 
-// Runtime describes node for core/native.
+// Runtime describes node for core/plugin/native.
 var Runtime = &native.Runtime{
 	Name:         "node",
 	Language:     "javascript",

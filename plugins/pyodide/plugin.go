@@ -14,7 +14,7 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin"
-	"github.com/rlmkit/rlm/core/program"
+	"github.com/rlmkit/rlm/core/plugin/program"
 	"github.com/rlmkit/rlm/internal/version"
 )
 

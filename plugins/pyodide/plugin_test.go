@@ -14,8 +14,8 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/sessiontest"
-	"github.com/rlmkit/rlm/internal/isolate"
-	"github.com/rlmkit/rlm/internal/launch"
+	"github.com/rlmkit/rlm/internal/host/launch"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 	"github.com/rlmkit/rlm/plugins/pyodide"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/internal/capbuf"
+	"github.com/rlmkit/rlm/internal/sandbox/capbuf"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/fuel"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/memalloc"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/memfs"

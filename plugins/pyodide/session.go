@@ -14,7 +14,7 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin"
-	"github.com/rlmkit/rlm/internal/capbuf"
+	"github.com/rlmkit/rlm/internal/sandbox/capbuf"
 	"github.com/rlmkit/rlm/plugins/internal/pycell"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/chanfs"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/fuel"

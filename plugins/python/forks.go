@@ -5,8 +5,8 @@ import (
 	"sync"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/program"
-	"github.com/rlmkit/rlm/core/toolpath"
+	"github.com/rlmkit/rlm/core/plugin/program"
+	"github.com/rlmkit/rlm/core/plugin/toolpath"
 	"github.com/rlmkit/rlm/plugins/python/internal/forkserver"
 )
 

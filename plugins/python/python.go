@@ -9,11 +9,11 @@ import (
 	"os/exec"
 	"strconv"
 
-	"github.com/rlmkit/rlm/core/native"
-	"github.com/rlmkit/rlm/core/native/inproc"
-	"github.com/rlmkit/rlm/core/program"
-	"github.com/rlmkit/rlm/core/toolpath"
-	"github.com/rlmkit/rlm/internal/isolate"
+	"github.com/rlmkit/rlm/core/plugin/native"
+	"github.com/rlmkit/rlm/core/plugin/native/inproc"
+	"github.com/rlmkit/rlm/core/plugin/program"
+	"github.com/rlmkit/rlm/core/plugin/toolpath"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 	"github.com/rlmkit/rlm/internal/warm"
 )
 
@@ -52,7 +52,7 @@ func checkVersion(t toolpath.Tool) error {
 	return nil
 }
 
-// Runtime describes python for core/native.
+// Runtime describes python for core/plugin/native.
 var Runtime = &native.Runtime{
 	Name:     "python",
 	Language: "python",

@@ -5,9 +5,9 @@ import (
 	"path/filepath"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/program"
-	"github.com/rlmkit/rlm/core/toolpath"
-	"github.com/rlmkit/rlm/internal/install"
+	"github.com/rlmkit/rlm/core/plugin/install"
+	"github.com/rlmkit/rlm/core/plugin/program"
+	"github.com/rlmkit/rlm/core/plugin/toolpath"
 )
 
 // PipCommand is the installer's command line for interpreter exe: `uv pip

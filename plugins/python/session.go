@@ -9,10 +9,10 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/isolation"
-	"github.com/rlmkit/rlm/core/native"
 	"github.com/rlmkit/rlm/core/plugin"
-	"github.com/rlmkit/rlm/core/program"
-	"github.com/rlmkit/rlm/internal/isolate"
+	"github.com/rlmkit/rlm/core/plugin/native"
+	"github.com/rlmkit/rlm/core/plugin/program"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 	"github.com/rlmkit/rlm/plugins/python/internal/repl"
 )
 
@@ -66,7 +66,7 @@ func (s *Server) OpenSession(ctx context.Context, open core.SessionOptions) (*pl
 // directory, or under namespace the sandbox's own /workspace tmpfs (reached
 // through a descriptor isolate holds), a private copy that changes with
 // every restart and reaches the session directory only when the
-// interpreter exits (see internal/isolate). Cell files go where the
+// interpreter exits (see internal/sandbox/isolate). Cell files go where the
 // interpreter sees them now, created as its user.
 type workdir struct {
 	dir string
@@ -106,11 +106,11 @@ func (w *workdir) get() string {
 // through unchanged.
 //
 //   - none: a plain child in its own process group.
-//   - process: the same, with the rlimits internal/isolate gives a program
+//   - process: the same, with the rlimits internal/sandbox/isolate gives a program
 //     (memory through RLIMIT_DATA, so a runaway allocation is a MemoryError
 //     in the cell, not a dead session; processes; file size), the scrubbed
 //     environment and a private directory.
-//   - namespace: started by internal/isolate exactly like a program (user, mount,
+//   - namespace: started by internal/sandbox/isolate exactly like a program (user, mount,
 //     pid, network, ipc and uts namespaces, uid 65534, no capabilities,
 //     seccomp, the host read-only with only the interpreter visible, private
 //     /tmp, /dev/shm and working directory, memory and process caps in
@@ -153,7 +153,7 @@ func sessionIsolation(l core.Limits, readOnly []string, started func(*isolate.Cm
 }
 
 // isolatedLauncher starts each interpreter of a session through
-// internal/isolate with base (Argv, Env, Dir and ExtraFiles filled in per start)
+// internal/sandbox/isolate with base (Argv, Env, Dir and ExtraFiles filled in per start)
 // and hands each started sandbox to started (nil: nobody).
 func isolatedLauncher(base isolate.Spec, started func(*isolate.Cmd)) repl.Launcher {
 	return func(argv, env []string, dir string, extra []*os.File, stdout, stderr *os.File) (repl.Proc, error) {
@@ -177,7 +177,7 @@ func isolatedLauncher(base isolate.Spec, started func(*isolate.Cmd)) repl.Launch
 	}
 }
 
-// isolatedProc is an interpreter running under internal/isolate.
+// isolatedProc is an interpreter running under internal/sandbox/isolate.
 type isolatedProc struct{ cmd *isolate.Cmd }
 
 func (p *isolatedProc) Pid() int { return p.cmd.ProgramPid() }

@@ -4,16 +4,16 @@
 package shell
 
 import (
-	"github.com/rlmkit/rlm/core/native"
-	"github.com/rlmkit/rlm/core/native/inproc"
-	"github.com/rlmkit/rlm/core/toolpath"
+	"github.com/rlmkit/rlm/core/plugin/native"
+	"github.com/rlmkit/rlm/core/plugin/native/inproc"
+	"github.com/rlmkit/rlm/core/plugin/toolpath"
 	"github.com/rlmkit/rlm/internal/warm"
 )
 
 // Probe reports bash's version as the first line of `bash --version`.
 var Probe = toolpath.VersionLine("--version")
 
-// Runtime describes bash for core/native.
+// Runtime describes bash for core/plugin/native.
 var Runtime = &native.Runtime{
 	Name:         "shell",
 	Language:     "bash",

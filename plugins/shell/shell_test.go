@@ -12,7 +12,7 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin"
-	pb "github.com/rlmkit/rlm/core/proto"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
 // The service is plain Go: these call it in-process, without a plugin.

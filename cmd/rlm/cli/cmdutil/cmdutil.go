@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/backend"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/config"
-	"github.com/rlmkit/rlm/internal/launch"
+	"github.com/rlmkit/rlm/internal/host/launch"
 )
 
 // Exit codes shared by all commands. Those of 124 and above say what
@@ -90,9 +90,9 @@ func (f *Factory) SearchPath() launch.SearchPath {
 }
 
 // BackendOptions are the options to open runtimes with backend b.
-func (f *Factory) BackendOptions(b string) backend.Options {
+func (f *Factory) BackendOptions(b string) client.Options {
 	cfg, _, _ := f.Config()
-	o := backend.Options{
+	o := client.Options{
 		Backend:      b,
 		Plugins:      f.SearchPath(),
 		DaemonSocket: cfg.Daemon.Socket,

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rlmkit/rlm/core/backend"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/plugin"
-	"github.com/rlmkit/rlm/internal/launch"
+	"github.com/rlmkit/rlm/internal/host/launch"
 )
 
 // BuiltinRuntimes are the runtimes rlm ships plugins for, in the order a
@@ -25,7 +25,7 @@ var BuiltinRuntimes = []string{"python", "golang", "node", "shell"}
 // command reports that its own way.
 func UnknownRuntime(err error, kind string) error {
 	var nf *launch.NotFoundError
-	if !errors.As(err, &nf) || slices.Contains(BuiltinRuntimes, nf.Name) || nf.Name == backend.Pyodide {
+	if !errors.As(err, &nf) || slices.Contains(BuiltinRuntimes, nf.Name) || nf.Name == client.Pyodide {
 		return nil
 	}
 	return Usage(fmt.Errorf("unknown %s %q: use %s, or install a plugin named %s%s ('rlm plugins' lists those installed)",

@@ -24,7 +24,7 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/daemon"
-	pb "github.com/rlmkit/rlm/core/proto"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
 // Options are the daemon commands' parsed flags.

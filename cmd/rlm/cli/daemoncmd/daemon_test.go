@@ -10,7 +10,7 @@ import (
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
 	"github.com/rlmkit/rlm/core/daemon"
-	"github.com/rlmkit/rlm/internal/launch"
+	"github.com/rlmkit/rlm/internal/host/launch"
 )
 
 func newOpts(t *testing.T, toml string) *Options {

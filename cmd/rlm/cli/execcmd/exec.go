@@ -17,11 +17,11 @@ import (
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/backend"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/core/program"
-	"github.com/rlmkit/rlm/internal/install"
+	"github.com/rlmkit/rlm/core/plugin/install"
+	"github.com/rlmkit/rlm/core/plugin/program"
 )
 
 // Options are exec's parsed flags.
@@ -124,7 +124,7 @@ what is read.`,
 	fl.StringVar(&o.NpmRegistry, "npm-registry", "", "node: npm registry URL for requirements")
 	fl.DurationVar(&o.InstallTimeout, "install-timeout", 0, "limit for installing requirements (python, node) or compiling (golang), separate from --timeout (default 5m)")
 	cmdutil.CompleteValues(cmd, "runtime", cmdutil.BuiltinRuntimes...)
-	cmdutil.CompleteValues(cmd, "backend", backend.Valid...)
+	cmdutil.CompleteValues(cmd, "backend", client.Valid...)
 	cmdutil.CompleteValues(cmd, "isolation", "auto", "none", "process", "namespace")
 	return cmd
 }
@@ -152,10 +152,10 @@ func run(ctx context.Context, o *Options) error {
 	if o.Backend == "" {
 		o.Backend = cfg.Backend
 	}
-	if err := backend.Check(o.Backend); err != nil {
+	if err := client.Check(o.Backend); err != nil {
 		return cmdutil.Usage(err)
 	}
-	rt, err := backend.Open(ctx, o.Runtime, o.F.BackendOptions(o.Backend))
+	rt, err := client.Open(ctx, o.Runtime, o.F.BackendOptions(o.Backend))
 	if err != nil {
 		if u := cmdutil.UnknownRuntime(err, "runtime"); u != nil {
 			return u
@@ -467,7 +467,7 @@ func ready(ctx context.Context, rt *core.Runtime, o *Options, p core.Program) er
 	}
 	if !info.Available {
 		err := fmt.Errorf("runtime %s is not available here: %s", o.Runtime, info.UnavailableReason)
-		if rt.Backend == backend.Pyodide {
+		if rt.Backend == client.Pyodide {
 			return cmdutil.Usage(err)
 		}
 		return &cmdutil.ExitError{Code: cmdutil.ExitNoRuntime, Err: err}

@@ -17,8 +17,8 @@ import (
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/plugin"
-	pb "github.com/rlmkit/rlm/core/proto"
-	"github.com/rlmkit/rlm/internal/runtimetest"
+	"github.com/rlmkit/rlm/core/plugin/plugintest"
+	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
 // The test binary doubles as the plugins the run tests use when
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		plugin.ServeGRPC(fakeRuntime())
 		os.Exit(0)
 	case "downrt":
-		plugin.ServeGRPC(&runtimetest.Runtime{InfoF: func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
+		plugin.ServeGRPC(&plugintest.Runtime{InfoF: func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
 			return &pb.InfoResponse{Name: "downrt", UnavailableReason: "'down' not found in PATH"}, nil
 		}})
 		os.Exit(0)
@@ -42,8 +42,8 @@ func TestMain(m *testing.M) {
 // arguments and environment on stdout, "warn" on stderr. A program "exit N"
 // ends with status N, "timeout" as timed out; with return_files it
 // produces out/result.txt. Check fails code containing "bad".
-func fakeRuntime() *runtimetest.Runtime {
-	return &runtimetest.Runtime{
+func fakeRuntime() *plugintest.Runtime {
+	return &plugintest.Runtime{
 		InfoF: func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
 			return &pb.InfoResponse{Name: "fakert", Available: true, FileExtension: ".fk", IsolationLevels: []string{"none"}}, nil
 		},
@@ -88,7 +88,7 @@ func factory(t *testing.T, stdin string) (*cmdutil.Factory, *bytes.Buffer, *byte
 		t.Fatal(err)
 	}
 	for _, name := range []string{"fakert", "downrt"} {
-		runtimetest.WritePlugin(t, plugins, name, "RLM_EXEC_TEST_PLUGIN="+name)
+		plugintest.WritePlugin(t, plugins, name, "RLM_EXEC_TEST_PLUGIN="+name)
 	}
 	t.Setenv("RLM_PLUGIN_PATH", "")
 	ios, out, errOut := cmdutil.TestIO(stdin)

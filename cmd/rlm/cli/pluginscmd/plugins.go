@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
-	"github.com/rlmkit/rlm/internal/catalog"
+	"github.com/rlmkit/rlm/internal/host/catalog"
 )
 
 // Row is one plugin as `rlm plugins --json` prints it.

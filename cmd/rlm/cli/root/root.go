@@ -22,7 +22,7 @@ import (
 	"github.com/rlmkit/rlm/cmd/rlm/cli/servecmd"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/versioncmd"
 	"github.com/rlmkit/rlm/core/daemon"
-	"github.com/rlmkit/rlm/internal/proctree"
+	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 	"github.com/rlmkit/rlm/internal/version"
 )
 

@@ -19,7 +19,7 @@ import (
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/backend"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/engine"
 	"github.com/rlmkit/rlm/core/llm"
@@ -146,7 +146,7 @@ Exit status:
 	fl.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress on stderr")
 	fl.BoolVarP(&o.Verbose, "verbose", "v", false, "one line on stderr per event (model call, code block, sub-call)")
 	cmdutil.CompleteValues(cmd, "provider", llm.Providers()...)
-	cmdutil.CompleteValues(cmd, "backend", backend.Valid...)
+	cmdutil.CompleteValues(cmd, "backend", client.Valid...)
 	return cmd
 }
 
@@ -258,7 +258,7 @@ func (o *Options) resolve(cfg config.Config) (*plan, error) {
 	}
 	p.maxOutput = rc.MaxOutputChars
 	p.backend = first(o.Backend, cfg.Backend)
-	if err := backend.Check(p.backend); err != nil {
+	if err := client.Check(p.backend); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -321,7 +321,7 @@ func run(ctx context.Context, o *Options) error {
 	extra := map[string]string{}
 	factory := o.Sandbox
 	if factory == nil {
-		rt, err := backend.Open(ctx, "python", o.F.BackendOptions(p.backend))
+		rt, err := client.Open(ctx, "python", o.F.BackendOptions(p.backend))
 		if err != nil {
 			err = fmt.Errorf("cannot start the python REPL: %w", err)
 			if cmdutil.Refused(err) {

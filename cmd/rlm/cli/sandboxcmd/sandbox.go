@@ -1,7 +1,7 @@
 // Package sandboxcmd implements `rlm __sandbox`, the host's sandbox
-// supervisor: a plugin that links no sandbox code (core/native's default,
+// supervisor: a plugin that links no sandbox code (core/plugin/native's default,
 // HelperSandbox) runs each sandboxed program through it, so it gets the
-// same internal/isolate sandbox as the built-in plugins. It is hidden: only
+// same internal/sandbox/isolate sandbox as the built-in plugins. It is hidden: only
 // plugins call it, through $RLM_SANDBOX_HELPER, which rlm sets (SetHelper).
 package sandboxcmd
 
@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
-	"github.com/rlmkit/rlm/core/native"
-	"github.com/rlmkit/rlm/core/native/inproc"
-	"github.com/rlmkit/rlm/internal/isolate"
+	"github.com/rlmkit/rlm/core/plugin/native"
+	"github.com/rlmkit/rlm/core/plugin/native/inproc"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
 // NewCmd builds the command. Without --levels it runs one program: the
@@ -38,7 +38,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 				return nil
 			}
 			if !run {
-				return cmdutil.Usagef("rlm %s is run by runtime plugins (core/native), not by hand: with %s it reads a program's spec on descriptor %d and reports on descriptor %d; rlm %s --levels lists the isolation levels this host enforces",
+				return cmdutil.Usagef("rlm %s is run by runtime plugins (core/plugin/native), not by hand: with %s it reads a program's spec on descriptor %d and reports on descriptor %d; rlm %s --levels lists the isolation levels this host enforces",
 					native.HelperCommand, native.HelperRunFlag, native.HelperSpecFD, native.HelperReportFD, native.HelperCommand)
 			}
 			spec := os.NewFile(native.HelperSpecFD, "sandbox-spec")
@@ -55,7 +55,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 
 // SetHelper tells the plugins rlm starts where the supervisor is: this
 // binary, in $RLM_SANDBOX_HELPER, which every plugin inherits and no
-// program does (core/program's BaseEnv scrubs it).
+// program does (core/plugin/program's BaseEnv scrubs it).
 func SetHelper() {
 	if exe, err := os.Executable(); err == nil {
 		_ = os.Setenv(native.HelperEnv, exe)

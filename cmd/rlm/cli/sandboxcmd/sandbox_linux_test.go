@@ -17,9 +17,9 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/isolation"
-	"github.com/rlmkit/rlm/core/native"
-	"github.com/rlmkit/rlm/core/program"
-	"github.com/rlmkit/rlm/internal/proctree"
+	"github.com/rlmkit/rlm/core/plugin/native"
+	"github.com/rlmkit/rlm/core/plugin/program"
+	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 )
 
 // TestMain makes the test binary rlm when a plugin runs it as the sandbox

@@ -14,15 +14,15 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
-	"github.com/rlmkit/rlm/internal/proctree"
-	"github.com/rlmkit/rlm/internal/runtimetest"
+	"github.com/rlmkit/rlm/core/plugin/plugintest"
+	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 	"github.com/rlmkit/rlm/internal/testutil"
 	"github.com/rlmkit/rlm/plugins/python"
 )
 
 // TestMain doubles as the python plugin, launched under its name.
 func TestMain(m *testing.M) {
-	runtimetest.Main(m, map[string]func(){"python": python.Main})
+	plugintest.Main(m, map[string]func(){"python": python.Main})
 }
 
 // hermetic points every plugin and tool search at directories this test
@@ -37,7 +37,7 @@ func hermetic(t *testing.T) (pluginDir, emptyPath string) {
 		t.Setenv(k, "")
 	}
 	pluginDir = t.TempDir()
-	runtimetest.LinkPlugins(t, pluginDir, "python")
+	plugintest.LinkPlugins(t, pluginDir, "python")
 	return pluginDir, t.TempDir()
 }
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/backend"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/mcpserver"
 	"github.com/rlmkit/rlm/core/server"
@@ -208,15 +208,15 @@ func (o *Options) settings(cfg config.Config) (config.Serve, string, error) {
 	if o.Backend != "" {
 		b = o.Backend
 	}
-	if err := backend.Check(b); err != nil {
+	if err := client.Check(b); err != nil {
 		return s, "", err
 	}
 	// A server's mode names the installed runtime it serves (seed 003:
 	// "mode=python but 'python3' not found" must stop it), so auto means
 	// native here, never a silent fall back to WebAssembly; ask for
 	// --backend pyodide explicitly.
-	if b == backend.Auto {
-		b = backend.Native
+	if b == client.Auto {
+		b = client.Native
 	}
 	// The file's and the environment's address were checked as they were
 	// loaded (config.Serve); the flag's is checked here, before the token
@@ -316,7 +316,7 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 
 	bopts := o.F.BackendOptions(backendName)
 	open := func(ctx context.Context, name string) (*core.Runtime, error) {
-		return backend.Open(ctx, name, bopts)
+		return client.Open(ctx, name, bopts)
 	}
 	modes := server.ParseModes(st.Mode)
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)

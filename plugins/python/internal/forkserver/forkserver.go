@@ -28,9 +28,9 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/rlmkit/rlm/core/program"
+	"github.com/rlmkit/rlm/core/plugin/program"
 	"github.com/rlmkit/rlm/internal/calls"
-	"github.com/rlmkit/rlm/internal/proctree"
+	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 	"github.com/rlmkit/rlm/internal/warm"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/core/program"
-	"github.com/rlmkit/rlm/internal/proctree"
+	"github.com/rlmkit/rlm/core/plugin/program"
+	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 	"github.com/rlmkit/rlm/internal/testutil"
 )
 

@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rlmkit/rlm/internal/capbuf"
+	"github.com/rlmkit/rlm/internal/sandbox/capbuf"
 	"github.com/rlmkit/rlm/plugins/internal/pycell"
 )
 

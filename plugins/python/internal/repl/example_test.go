@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/internal/proctree"
+	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 	"github.com/rlmkit/rlm/plugins/python/internal/repl"
 )
 

@@ -10,14 +10,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/internal/proctree"
+	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 )
 
 // Launcher starts an interpreter: argv with exactly env, in dir, with extra
 // as descriptors 3, 4, ... and stdout and stderr connected to the capture
 // pipes (stdin is /dev/null). Config.Launch selects one; nil is the plain
 // child of ChildLauncher. The python plugin passes one that starts the
-// interpreter inside internal/isolate's sandbox, so a session lives in the same
+// interpreter inside internal/sandbox/isolate's sandbox, so a session lives in the same
 // kind of sandbox as a program, restarts included.
 type Launcher func(argv, env []string, dir string, extra []*os.File, stdout, stderr *os.File) (Proc, error)
 

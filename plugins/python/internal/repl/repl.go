@@ -53,7 +53,7 @@
 //     of goroutines that exit while locked to them). Close and every hard
 //     kill SIGKILL the group and every process carrying the session's
 //     RLM_REPL_SESSION tag or descending from the interpreter, including
-//     children that left the group with setsid (internal/proctree.KillTree);
+//     children that left the group with setsid (internal/sandbox/proctree.KillTree);
 //     call proctree.BecomeSubreaper once so such orphans are re-parented
 //     to this process and get reaped. Orphans
 //     that exit on their own while the session lives are reaped by whoever
@@ -77,7 +77,7 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/internal/capbuf"
+	"github.com/rlmkit/rlm/internal/sandbox/capbuf"
 )
 
 // Config configures a Process. Zero values select the documented defaults.

@@ -21,8 +21,8 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/internal/capbuf"
-	"github.com/rlmkit/rlm/internal/proctree"
+	"github.com/rlmkit/rlm/internal/sandbox/capbuf"
+	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 	"golang.org/x/sys/unix"
 )
 

@@ -5,7 +5,7 @@ import (
 	"os"
 	"sync"
 
-	"github.com/rlmkit/rlm/internal/capbuf"
+	"github.com/rlmkit/rlm/internal/sandbox/capbuf"
 )
 
 // stream reads one of the driver's output pipes (fd 1 or fd 2) for the whole

@@ -1,0 +1,117 @@
+// Package client decides what serves a runtime (a native plugin, the
+// WebAssembly plugin, or the daemon) and connects to it. The CLI uses it to
+// build the core.SandboxFactory it hands the engine; the engine never
+// imports it.
+package client
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/internal/host/catalog"
+	"github.com/rlmkit/rlm/internal/host/launch"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
+)
+
+// Names of the backends.
+const (
+	Auto    = "auto"
+	Native  = "native"
+	Pyodide = "pyodide"
+	Daemon  = "daemon"
+)
+
+// Valid lists the accepted backend names.
+var Valid = []string{Auto, Daemon, Native, Pyodide}
+
+// Options say how to find runtimes.
+type Options struct {
+	Backend string
+	Plugins launch.SearchPath
+	// DaemonSocket is the daemon's socket path ("" for the default).
+	DaemonSocket string
+	// DaemonDial connects to the daemon; nil means no daemon support
+	// (set by the daemon package to avoid an import cycle).
+	DaemonDial func(ctx context.Context, socket, runtime string) (*core.Runtime, error)
+	// DaemonAlive reports whether a daemon answers on socket.
+	DaemonAlive func(ctx context.Context, socket string) bool
+}
+
+// Check validates a backend name.
+func Check(name string) error {
+	for _, v := range Valid {
+		if v == name {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown backend %q: use one of %s", name, strings.Join(Valid, ", "))
+}
+
+// Open connects to runtime on the backend o names. auto means: the daemon
+// when it answers, else the native plugin when it can run here, else
+// pyodide for python. The plugin launched to check availability is the one
+// used, so auto costs no second start.
+func Open(ctx context.Context, runtime string, o Options) (*core.Runtime, error) {
+	b := o.Backend
+	if b == "" {
+		b = Auto
+	}
+	if err := Check(b); err != nil {
+		return nil, err
+	}
+	switch b {
+	case Daemon:
+		if o.DaemonDial == nil {
+			return nil, fmt.Errorf("the daemon backend is not available in this build")
+		}
+		return o.DaemonDial(ctx, o.DaemonSocket, runtime)
+	case Pyodide:
+		if runtime != "python" {
+			return nil, &core.RefusedError{Code: codes.InvalidArgument,
+				Msg: fmt.Sprintf("the pyodide backend runs python only, not %s: drop -b pyodide (or use -b native) for %s", runtime, runtime)}
+		}
+		return startPlugin(ctx, Pyodide, runtime, Pyodide, o)
+	case Native:
+		return startPlugin(ctx, runtime, runtime, Native, o)
+	}
+	if o.DaemonAlive != nil && o.DaemonAlive(ctx, o.DaemonSocket) && o.DaemonDial != nil {
+		if rt, err := o.DaemonDial(ctx, o.DaemonSocket, runtime); err == nil {
+			return rt, nil
+		}
+	}
+	rt, available, err := start(ctx, runtime, runtime, Native, o)
+	if err != nil || runtime != "python" || available {
+		return rt, err
+	}
+	if _, perr := o.Plugins.Find(Pyodide); perr != nil {
+		return rt, nil // native it is; its Run will say why it cannot
+	}
+	rt.Close()
+	return startPlugin(ctx, Pyodide, runtime, Pyodide, o)
+}
+
+// startPlugin launches pluginName to serve runtime through the catalog,
+// which fingerprints it: the runtime needs no second Info to know what the
+// plugin declares.
+func startPlugin(ctx context.Context, pluginName, runtime, backend string, o Options) (*core.Runtime, error) {
+	rt, _, err := start(ctx, pluginName, runtime, backend, o)
+	return rt, err
+}
+
+// start is startPlugin that also says whether the plugin is available here.
+func start(ctx context.Context, pluginName, runtime, backend string, o Options) (*core.Runtime, bool, error) {
+	p, err := catalog.Open(ctx, o.Plugins, pluginName, runtime)
+	if err != nil {
+		return nil, false, err
+	}
+	rt := core.NewRuntime(runtime, backend, p.Client, p.Kill, isolate.Available)
+	rt.Plugin = p.Path
+	if p.Info != nil {
+		rt.SetDeclared(p.Info)
+	}
+	return rt, p.Available(), nil
+}

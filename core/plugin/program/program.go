@@ -1,0 +1,378 @@
+// Package program runs one stateless program the way every native runtime
+// plugin needs: a fresh private working directory with the request's files,
+// the code written to a file with the runtime's extension, a scrubbed
+// environment, capped output, a wall-clock limit enforced on the whole
+// process group, and the produced files collected before everything is
+// removed.
+//
+// # Notes
+//
+//   - stdout and stderr are handed to the child as plain pipes that this
+//     package drains itself. os/exec's copying goroutines would make Wait
+//     block until every background grandchild closed its copy of the pipe
+//     (the earlier sandbox server's hang); here the group is killed as soon as
+//     the main process exits and the drain is bounded.
+//   - A program that keeps flooding output far past what is kept is killed
+//     (ended_by OUTPUT_LIMIT) rather than allowed to burn CPU until its
+//     timeout.
+package program
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/defaults"
+	"github.com/rlmkit/rlm/core/ending"
+	"github.com/rlmkit/rlm/internal/sandbox/capbuf"
+	"github.com/rlmkit/rlm/internal/sandbox/proctree"
+)
+
+// Defaults applied when a request's limit is zero.
+const (
+	DefaultMaxFiles = 100
+	DefaultMaxFile  = 10 << 20
+	// floodFactor × the kept budget (at least floodMin) of output ends a run.
+	floodFactor = 64
+	floodMin    = 64 << 20
+	// drainGrace bounds the wait for output pipes after the group is killed;
+	// only a process that escaped the group (setsid) can hold them longer.
+	drainGrace = 300 * time.Millisecond
+)
+
+// Workspace is a run's private working directory.
+type Workspace struct {
+	Dir      string // the program's working directory and $OUTPUT_DIR
+	CodePath string // absolute path of the code file
+	codeName string
+	before   snapshot
+	prog     core.Program
+}
+
+// NewWorkspace creates a private directory holding the program's files and
+// its code as codeName (for example "main.py").
+func NewWorkspace(p core.Program, codeName string) (*Workspace, error) {
+	dir, err := os.MkdirTemp("", "rlm-run-")
+	if err != nil {
+		return nil, fmt.Errorf("creating the working directory: %w", err)
+	}
+	w := &Workspace{Dir: dir, codeName: codeName, prog: p}
+	w.CodePath = filepath.Join(dir, codeName)
+	if err := os.WriteFile(w.CodePath, []byte(p.Code), 0o644); err != nil {
+		w.Remove()
+		return nil, err
+	}
+	if err := WriteFiles(dir, p.Files); err != nil {
+		w.Remove()
+		return nil, err
+	}
+	w.before = takeSnapshot(dir)
+	return w, nil
+}
+
+// Remove deletes the working directory and everything in it.
+func (w *Workspace) Remove() {
+	_ = os.RemoveAll(w.Dir)
+}
+
+// Finish collects produced files into res when the request asked for them,
+// then removes the workspace.
+func (w *Workspace) Finish(res *core.Result) {
+	defer w.Remove()
+	if !w.prog.ReturnFiles {
+		return
+	}
+	res.Files, res.FilesOmitted = produced(w.Dir, w.before, map[string]bool{w.codeName: true}, w.prog.Limits)
+}
+
+// BaseEnv is the scrubbed environment programs start from: enough to find
+// interpreters and behave predictably, none of the host's secrets.
+func BaseEnv(workdir string) []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	return []string{
+		"PATH=" + path,
+		"HOME=" + workdir,
+		"LANG=C.UTF-8",
+		"OUTPUT_DIR=" + workdir,
+	}
+}
+
+// Command is one process to run.
+type Command struct {
+	Argv   []string
+	Dir    string
+	Env    []string // complete environment
+	Stdin  []byte
+	Limits core.Limits
+	// Wall overrides Limits.Wall (e.g. a build step's own limit).
+	Wall time.Duration
+	// Spawner starts the process; nil starts it with os/exec. The python
+	// plugin's fork server is one; an isolation layer is another.
+	Spawner Spawner
+}
+
+// Spawner starts a process with the given standard files. The process must
+// lead a process group of its own (pgid == pid), so that killing the group
+// kills everything it started.
+type Spawner interface {
+	Spawn(argv []string, dir string, env []string, stdin, stdout, stderr *os.File) (Process, error)
+}
+
+// Process is a started program.
+type Process interface {
+	Pid() int
+	// Wait blocks until the process has exited and returns how.
+	Wait() (Exit, error)
+}
+
+// Killer is a Process that knows better than a process-group kill how to end
+// everything it started (an isolated run's cgroups and pid namespace). Exec
+// calls Kill on timeout, cancellation and output floods.
+type Killer interface {
+	Kill()
+}
+
+// Exit is how a process ended.
+type Exit struct {
+	Code   int            // exit status when not signalled
+	Signal syscall.Signal // non-zero when a signal killed it
+	// The rest is known only to spawners that enforce limits: which limit
+	// ended the run ("", exit or signal: Exec decides from Code and
+	// Signal), the peak memory, and the isolation level it ran under (""
+	// means none).
+	EndedBy         ending.Reason
+	PeakMemoryBytes int64
+	Isolation       string
+}
+
+// ExecSpawner starts processes with os/exec; the default Spawner.
+type ExecSpawner struct{}
+
+// Spawn implements Spawner.
+func (ExecSpawner) Spawn(argv []string, dir string, env []string, stdin, stdout, stderr *os.File) (Process, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	proctree.Configure(cmd)
+	if err := proctree.Start(cmd); err != nil {
+		return nil, err
+	}
+	return &execProcess{cmd}, nil
+}
+
+type execProcess struct{ cmd *exec.Cmd }
+
+func (p *execProcess) Pid() int { return p.cmd.Process.Pid }
+
+func (p *execProcess) Wait() (Exit, error) {
+	err := p.cmd.Wait()
+	proctree.Untrack(p.cmd.Process.Pid)
+	ps := p.cmd.ProcessState
+	if ps == nil {
+		return Exit{Code: -1}, err
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return Exit{Signal: ws.Signal()}, nil
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return Exit{Code: ps.ExitCode()}, err
+	}
+	return Exit{Code: ps.ExitCode()}, nil
+}
+
+// Exec runs cmd to completion and reports how it ended. Errors starting the
+// process (missing interpreter) come back as an error; everything the
+// program itself does comes back in the Result.
+func Exec(ctx context.Context, c Command) (*core.Result, error) {
+	wall := c.Wall
+	if wall <= 0 {
+		wall = c.Limits.Wall
+	}
+	if wall <= 0 {
+		wall = defaults.Timeout
+	}
+	maxOut := c.Limits.MaxOutputBytes
+	stdout, stderr := capbuf.New(maxOut), capbuf.New(maxOut)
+	flood := max(int64(floodMin), floodFactor*max(maxOut, capbuf.DefaultMax))
+	sp := c.Spawner
+	if sp == nil {
+		sp = ExecSpawner{}
+	}
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	var inR, inW *os.File
+	if len(c.Stdin) > 0 {
+		inR, inW, err = os.Pipe()
+	} else {
+		inR, err = os.Open(os.DevNull)
+	}
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		return nil, err
+	}
+
+	start := time.Now()
+	proc, err := sp.Spawn(c.Argv, c.Dir, c.Env, inR, outW, errW)
+	outW.Close()
+	errW.Close()
+	inR.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if inW != nil {
+			inW.Close()
+		}
+		return nil, fmt.Errorf("starting %s: %w", c.Argv[0], err)
+	}
+	pid := proc.Pid()
+	if inW != nil {
+		go func() { // a program that never reads stdin must not block us
+			_, _ = inW.Write(c.Stdin)
+			inW.Close()
+		}()
+	}
+
+	var (
+		mu      sync.Mutex
+		endedBy ending.Reason
+	)
+	end := func(why ending.Reason) {
+		mu.Lock()
+		if endedBy == "" {
+			endedBy = why
+		}
+		mu.Unlock()
+		proctree.KillGroup(pid)
+		if k, ok := proc.(Killer); ok {
+			k.Kill()
+		}
+	}
+
+	var total int64
+	var totalMu sync.Mutex
+	drain := func(r *os.File, w *capbuf.Buffer, done chan<- struct{}) {
+		defer close(done)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				w.Write(buf[:n])
+				totalMu.Lock()
+				total += int64(n)
+				over := total > flood
+				totalMu.Unlock()
+				if over {
+					end(ending.OutputLimit)
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	outDone, errDone := make(chan struct{}), make(chan struct{})
+	go drain(outR, stdout, outDone)
+	go drain(errR, stderr, errDone)
+
+	timer := time.AfterFunc(wall, func() { end(ending.Timeout) })
+	stop := context.AfterFunc(ctx, func() { end(ending.Cancelled) })
+	exit, waitErr := proc.Wait()
+	dur := time.Since(start)
+	timer.Stop()
+	stop()
+	// The main process is gone; nothing it left in its group may outlive it.
+	proctree.KillGroup(pid)
+	deadline := time.NewTimer(drainGrace)
+	for _, ch := range []chan struct{}{outDone, errDone} {
+		select {
+		case <-ch:
+		case <-deadline.C:
+			outR.Close()
+			errR.Close()
+			<-ch
+		}
+	}
+	deadline.Stop()
+	proctree.KillOrphans(nil)
+	outR.Close()
+	errR.Close()
+	if inW != nil {
+		inW.Close()
+	}
+
+	res := &core.Result{
+		Stdout:          string(stdout.Bytes()),
+		Stderr:          string(stderr.Bytes()),
+		StdoutOmitted:   stdout.Omitted(),
+		StderrOmitted:   stderr.Omitted(),
+		DurationMs:      dur.Milliseconds(),
+		Duration:        dur,
+		Backend:         "native",
+		Isolation:       "none",
+		ExitCode:        exit.Code,
+		MemoryUsedBytes: exit.PeakMemoryBytes,
+	}
+	if exit.Isolation != "" {
+		res.Isolation = exit.Isolation
+	}
+	if exit.Signal != 0 {
+		res.Signal = signalName(exit.Signal)
+		res.ExitCode = 128 + int(exit.Signal)
+	}
+	if waitErr != nil {
+		res.Error = waitErr.Error()
+	}
+	mu.Lock()
+	why := endedBy
+	mu.Unlock()
+	if why == "" && exit.EndedBy != ending.Exit && exit.EndedBy != ending.Signal {
+		why = exit.EndedBy
+	}
+	if why == "" {
+		why = ending.Exit
+		if res.Signal != "" {
+			why = ending.Signal
+		}
+	}
+	res.EndedBy = why
+	switch why {
+	case ending.Timeout:
+		res.Error = fmt.Sprintf("timed out after %s", wall)
+	case ending.OutputLimit:
+		res.Error = fmt.Sprintf("killed after writing more than %d bytes of output", flood)
+	case ending.Cancelled:
+		res.Error = "cancelled"
+	case ending.MemoryLimit:
+		res.Error = "killed at the memory limit; raise it with --memory (config: limits.memory)"
+	case ending.ProcessLimit:
+		res.Error = "reached the process limit; raise it with --max-processes (config: limits.max_processes)"
+	case ending.DiskLimit:
+		res.Error = "filled the working directory's size limit; raise it with --max-disk (config: limits.max_disk)"
+	case ending.CPULimit:
+		res.Error = "used up its CPU time; raise it with --cpu (config: limits.cpu)"
+	}
+	return res, nil
+}
