@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/daemon"
 	"github.com/rlmkit/rlm/internal/host/launch"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
@@ -89,10 +90,10 @@ func BenchmarkDaemonCell(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	direct := core.NewRuntime("python", "native", p.Client, p.Kill, isolate.Available)
+	direct := client.NewRuntime("python", "native", p.Client, p.Kill, isolate.Available)
 	defer direct.Close()
 
-	open := func(rt *core.Runtime) (core.Session, time.Duration) {
+	open := func(rt *client.Runtime) (core.Session, time.Duration) {
 		t0 := time.Now()
 		s, err := rt.OpenSession(ctx, core.SessionOptions{})
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/engine"
 	"github.com/rlmkit/rlm/core/llm"
 	"github.com/rlmkit/rlm/core/llm/llmtest"
@@ -25,7 +26,7 @@ func pythonFactory(b *testing.B) core.SandboxFactory {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rt := core.NewRuntime("python", "native", p.Client, p.Kill, isolate.Available)
+	rt := client.NewRuntime("python", "native", p.Client, p.Kill, isolate.Available)
 	b.Cleanup(rt.Close)
 	return func(ctx context.Context, o core.SessionOptions) (core.Session, error) {
 		o.Runtime = "python"

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/client"
+	"github.com/rlmkit/rlm/core/runtimepb"
 	"github.com/rlmkit/rlm/core/server"
 	"github.com/rlmkit/rlm/internal/host/launch"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
@@ -235,12 +235,12 @@ func BenchmarkServeFloorRatio(b *testing.B) {
 
 // pluginOpener launches the plugins built by TestMain.
 func pluginOpener(b *testing.B) server.Opener {
-	return func(ctx context.Context, name string) (*core.Runtime, error) {
-		p, err := launch.Launch(filepath.Join(binDir, plugin.Prefix+name))
+	return func(ctx context.Context, name string) (*client.Runtime, error) {
+		p, err := launch.Launch(filepath.Join(binDir, runtimepb.Prefix+name))
 		if err != nil {
 			return nil, err
 		}
-		return core.NewRuntime(name, "native", p.Client, p.Kill, isolate.Available), nil
+		return client.NewRuntime(name, "native", p.Client, p.Kill, isolate.Available), nil
 	}
 }
 

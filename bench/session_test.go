@@ -7,22 +7,23 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/internal/host/launch"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
-func pythonRuntime(b *testing.B) *core.Runtime {
+func pythonRuntime(b *testing.B) *client.Runtime {
 	realPython(b)
 	p, err := launch.Launch(binDir + "/rlm-plugin-python")
 	if err != nil {
 		b.Fatal(err)
 	}
-	rt := core.NewRuntime("python", "native", p.Client, p.Kill, isolate.Available)
+	rt := client.NewRuntime("python", "native", p.Client, p.Kill, isolate.Available)
 	b.Cleanup(rt.Close)
 	return rt
 }
 
-func openSession(b *testing.B, rt *core.Runtime, opts core.SessionOptions) core.Session {
+func openSession(b *testing.B, rt *client.Runtime, opts core.SessionOptions) core.Session {
 	s, err := rt.OpenSession(context.Background(), opts)
 	if err != nil {
 		b.Fatal(err)
@@ -122,7 +123,7 @@ func BenchmarkCellRoundTripPyodide(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rt := core.NewRuntime("python", "pyodide", p.Client, p.Kill, isolate.Available)
+	rt := client.NewRuntime("python", "pyodide", p.Client, p.Kill, isolate.Available)
 	b.Cleanup(rt.Close)
 	cellLatencies(b, openSession(b, rt, core.SessionOptions{}), "x = 1")
 }

@@ -1,13 +1,10 @@
 package core
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
-
-	"google.golang.org/grpc/codes"
 
 	"github.com/rlmkit/rlm/core/isolation"
 )
@@ -58,16 +55,16 @@ func ResolveIsolation(info *Info, plugin, requested string, session bool, host i
 		}
 		// Unreachable while none is always available; kept for a host
 		// where it is not.
-		return "", refused(codes.FailedPrecondition, "plugin %s declares isolation %s for its %s, none of which works on this host", plugin, strings.Join(declared, ", "), what)
+		return "", refused(Unavailable, "plugin %s declares isolation %s for its %s, none of which works on this host", plugin, strings.Join(declared, ", "), what)
 	}
 	if !slices.Contains(declared, requested) {
-		return "", refused(codes.FailedPrecondition,
+		return "", refused(Unavailable,
 			"plugin %s cannot enforce isolation %s for its %s: it declares only %s; use --isolation auto (or [limits] isolation = \"auto\") to run at the strongest of these, one of them explicitly, or a plugin that supports %s",
 			plugin, requested, what, strings.Join(declared, ", "), requested)
 	}
 	if slices.Contains(hostLevels, isolation.Level(requested)) {
 		if err := host(isolation.Level(requested)); err != nil {
-			return "", refused(codes.FailedPrecondition, "isolation %s cannot work on this host: %v", requested, err)
+			return "", refused(Unavailable, "isolation %s cannot work on this host: %v", requested, err)
 		}
 	}
 	return requested, nil
@@ -103,7 +100,7 @@ func held(info *Info, level string) Resources {
 // are not refused, as at none.
 func checkLimits(l Limits, info *Info, plugin, level string) error {
 	if l.Fuel > 0 && !info.Has("fuel") {
-		return refused(codes.InvalidArgument,
+		return refused(Invalid,
 			"--fuel cannot hold: plugin %s counts no fuel (only the pyodide backend does); bound the run with --timeout (or --cpu), run it with -b pyodide, or drop --fuel",
 			plugin)
 	}
@@ -112,7 +109,7 @@ func checkLimits(l Limits, info *Info, plugin, level string) error {
 		return nil
 	}
 	if level == string(isolation.None) {
-		return refused(codes.FailedPrecondition,
+		return refused(Unavailable,
 			"%s cannot hold: plugin %s runs this at isolation none, which enforces no resource limit; use --isolation process or namespace with a plugin that declares them, or drop the flag",
 			lost.Flags(), plugin)
 	}
@@ -120,78 +117,27 @@ func checkLimits(l Limits, info *Info, plugin, level string) error {
 	if h := held(info, level); h != 0 {
 		enforced = "only " + h.Flags()
 	}
-	return refused(codes.FailedPrecondition,
+	return refused(Unavailable,
 		"%s cannot hold: plugin %s runs this at isolation %s, which enforces %s; drop the flag, or use a runtime that enforces it (for python, -b native at isolation process or namespace)",
 		lost.Flags(), plugin, level, enforced)
 }
 
-func refused(c codes.Code, format string, args ...any) error {
-	return &RefusedError{Code: c, Msg: fmt.Sprintf(format, args...)}
+func refused(k RefusalKind, format string, args ...any) error {
+	return &RefusedError{Kind: k, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Isolation is the level this runtime runs a program (or, with session, a
-// REPL session) at when asked for requested: see ResolveIsolation. The
-// plugin's Info is asked once per connection.
-func (r *Runtime) Isolation(ctx context.Context, requested string, session bool) (string, error) {
-	info, err := r.Declared(ctx)
-	if err != nil {
-		return "", fmt.Errorf("asking the %s runtime which isolation it supports: %w", r.Name, err)
-	}
-	return ResolveIsolation(info, r.pluginName(), requested, session, r.host)
-}
-
-// Declared is the plugin's Info, asked once: what a plugin declares does
-// not change while it runs. It is the fingerprint taken when the plugin was
-// launched (SetDeclared), else asked now. Info, not this, checks that the
-// runtime still answers.
-func (r *Runtime) Declared(ctx context.Context) (*Info, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.info != nil {
-		return r.info, nil
-	}
-	info, err := r.Info(ctx)
-	if err != nil {
-		return nil, err
-	}
-	r.info = info
-	return info, nil
-}
-
-// SetDeclared records info, the Info its plugin gave when it was launched
-// (internal/host/catalog), so that Declared does not ask again.
-func (r *Runtime) SetDeclared(info *Info) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.info = info
-}
-
-// pluginName names the plugin in messages: its path when known.
-func (r *Runtime) pluginName() string {
-	if r.Plugin != "" {
-		return fmt.Sprintf("%s (%s)", r.Name, r.Plugin)
-	}
-	if r.Backend != "" && r.Backend != "native" {
-		return fmt.Sprintf("%s (%s backend)", r.Name, r.Backend)
-	}
-	return r.Name
-}
-
-// Sandbox resolves l's isolation for this runtime's programs (or, with
-// session, its REPL sessions) and checks that its explicit limits can hold
-// there (checkLimits); the result is what goes on the wire. Run and
-// OpenSession call it; a server calls it at start to refuse a configuration
-// every request would be refused for.
-func (r *Runtime) Sandbox(ctx context.Context, l Limits, session bool) (Limits, error) {
-	level, err := r.Isolation(ctx, l.Isolation, session)
+// ResolveLimits is l as it goes on the wire for a program (or, with
+// session, a REPL session) of the plugin info describes: its isolation
+// resolved (ResolveIsolation) and its explicit limits checked to hold
+// there (checkLimits). core/client's Runtime calls it for every run and
+// session; a server calls it at start to refuse a configuration every
+// request would be refused for.
+func ResolveLimits(info *Info, plugin string, l Limits, session bool, host isolation.Probe) (Limits, error) {
+	level, err := ResolveIsolation(info, plugin, l.Isolation, session, host)
 	if err != nil {
 		return l, err
 	}
-	info, err := r.Declared(ctx)
-	if err != nil {
-		return l, err
-	}
-	if err := checkLimits(l, info, r.pluginName(), level); err != nil {
+	if err := checkLimits(l, info, plugin, level); err != nil {
 		return l, err
 	}
 	l.Isolation = level

@@ -1,12 +1,10 @@
-// Package core is rlm's public API: run programs and REPL sessions in a
-// runtime, whatever backend serves it (a native plugin, the WebAssembly
-// plugin or the daemon), with one Result shape for every path.
 package core
 
 import (
 	"encoding/base64"
 	"io/fs"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rlmkit/rlm/core/ending"
 )
@@ -64,3 +62,12 @@ type File struct {
 
 // Base64 is the file's content as standard base64.
 func (f File) Base64() string { return base64.StdEncoding.EncodeToString(f.Data) }
+
+// Base64IfBinary is b in standard base64 when b is not valid UTF-8 (its
+// JSON text form would replace bytes), else "".
+func Base64IfBinary(b []byte) string {
+	if utf8.Valid(b) {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}

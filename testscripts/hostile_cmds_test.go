@@ -19,8 +19,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rlmkit/rlm/internal/warm"
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/rlmkit/rlm/internal/warm"
 )
 
 // Commands for testdata/hostile, the end-to-end suite of hostile programs.

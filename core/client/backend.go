@@ -1,15 +1,9 @@
-// Package client decides what serves a runtime (a native plugin, the
-// WebAssembly plugin, or the daemon) and connects to it. The CLI uses it to
-// build the core.SandboxFactory it hands the engine; the engine never
-// imports it.
 package client
 
 import (
 	"context"
 	"fmt"
 	"strings"
-
-	"google.golang.org/grpc/codes"
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/internal/host/catalog"
@@ -36,7 +30,7 @@ type Options struct {
 	DaemonSocket string
 	// DaemonDial connects to the daemon; nil means no daemon support
 	// (set by the daemon package to avoid an import cycle).
-	DaemonDial func(ctx context.Context, socket, runtime string) (*core.Runtime, error)
+	DaemonDial func(ctx context.Context, socket, runtime string) (*Runtime, error)
 	// DaemonAlive reports whether a daemon answers on socket.
 	DaemonAlive func(ctx context.Context, socket string) bool
 }
@@ -55,7 +49,7 @@ func Check(name string) error {
 // when it answers, else the native plugin when it can run here, else
 // pyodide for python. The plugin launched to check availability is the one
 // used, so auto costs no second start.
-func Open(ctx context.Context, runtime string, o Options) (*core.Runtime, error) {
+func Open(ctx context.Context, runtime string, o Options) (*Runtime, error) {
 	b := o.Backend
 	if b == "" {
 		b = Auto
@@ -71,7 +65,7 @@ func Open(ctx context.Context, runtime string, o Options) (*core.Runtime, error)
 		return o.DaemonDial(ctx, o.DaemonSocket, runtime)
 	case Pyodide:
 		if runtime != "python" {
-			return nil, &core.RefusedError{Code: codes.InvalidArgument,
+			return nil, &core.RefusedError{Kind: core.Invalid,
 				Msg: fmt.Sprintf("the pyodide backend runs python only, not %s: drop -b pyodide (or use -b native) for %s", runtime, runtime)}
 		}
 		return startPlugin(ctx, Pyodide, runtime, Pyodide, o)
@@ -97,18 +91,18 @@ func Open(ctx context.Context, runtime string, o Options) (*core.Runtime, error)
 // startPlugin launches pluginName to serve runtime through the catalog,
 // which fingerprints it: the runtime needs no second Info to know what the
 // plugin declares.
-func startPlugin(ctx context.Context, pluginName, runtime, backend string, o Options) (*core.Runtime, error) {
+func startPlugin(ctx context.Context, pluginName, runtime, backend string, o Options) (*Runtime, error) {
 	rt, _, err := start(ctx, pluginName, runtime, backend, o)
 	return rt, err
 }
 
 // start is startPlugin that also says whether the plugin is available here.
-func start(ctx context.Context, pluginName, runtime, backend string, o Options) (*core.Runtime, bool, error) {
+func start(ctx context.Context, pluginName, runtime, backend string, o Options) (*Runtime, bool, error) {
 	p, err := catalog.Open(ctx, o.Plugins, pluginName, runtime)
 	if err != nil {
 		return nil, false, err
 	}
-	rt := core.NewRuntime(runtime, backend, p.Client, p.Kill, isolate.Available)
+	rt := NewRuntime(runtime, backend, p.Client, p.Kill, isolate.Available)
 	rt.Plugin = p.Path
 	if p.Info != nil {
 		rt.SetDeclared(p.Info)

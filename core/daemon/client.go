@@ -14,8 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/client"
 	pb "github.com/rlmkit/rlm/core/runtimepb"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
@@ -44,7 +43,7 @@ func connect(socket string) (*grpc.ClientConn, error) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return dial(ctx, socket) }),
-	}, plugin.DialOptions()...)
+	}, pb.DialOptions()...)
 	return grpc.NewClient("passthrough:///rlm-daemon", opts...)
 }
 
@@ -115,7 +114,7 @@ func (p *provenConn) take(socket string) *grpc.ClientConn {
 
 // Dial connects to the daemon on socket ("" for the default) for runtime.
 // It fails with a NotRunningError when no daemon answers.
-func Dial(ctx context.Context, socket, runtime string) (*core.Runtime, error) {
+func Dial(ctx context.Context, socket, runtime string) (*client.Runtime, error) {
 	if socket == "" {
 		socket = DefaultSocket()
 	}
@@ -130,7 +129,7 @@ func Dial(ctx context.Context, socket, runtime string) (*core.Runtime, error) {
 			return nil, &NotRunningError{Socket: socket, Err: err}
 		}
 	}
-	return core.NewRuntime(runtime, BackendName, pb.NewRuntimeClient(conn), func() { conn.Close() }, isolate.Available), nil
+	return client.NewRuntime(runtime, BackendName, pb.NewRuntimeClient(conn), func() { conn.Close() }, isolate.Available), nil
 }
 
 // GetStatus asks the daemon on socket for its status.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/internal/host/launch"
 	"github.com/rlmkit/rlm/internal/testutil"
 )
@@ -66,7 +67,7 @@ func (r *running) stop(t *testing.T) {
 	r.done <- nil // later stops return at once
 }
 
-func dialFake(t *testing.T, r *running) *core.Runtime {
+func dialFake(t *testing.T, r *running) *client.Runtime {
 	t.Helper()
 	rt, err := Dial(context.Background(), r.socket, "fake")
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/client"
 )
 
 // startPythonDaemon serves a daemon with the real python plugin (built
@@ -28,7 +29,7 @@ func startPythonDaemon(t *testing.T, workers int) *running {
 // dialPythonDaemon starts a python daemon with workers and dials it; the
 // client and the minute the test's calls have are closed and cancelled
 // when the test ends.
-func dialPythonDaemon(t *testing.T, workers int) (*running, *core.Runtime, context.Context) {
+func dialPythonDaemon(t *testing.T, workers int) (*running, *client.Runtime, context.Context) {
 	t.Helper()
 	r := startPythonDaemon(t, workers)
 	rt, err := Dial(context.Background(), r.socket, "python")

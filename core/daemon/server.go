@@ -3,7 +3,7 @@
 // REPL sessions warm, and the client side that the daemon backend uses.
 //
 // The daemon serves the same gRPC runtime service as a plugin, so a daemon
-// client is core.NewRuntime over a connection to the socket; requests name
+// client is client.NewRuntime over a connection to the socket; requests name
 // their runtime and the daemon routes them.
 //
 // # What the daemon does per request
@@ -51,7 +51,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/client"
 	pb "github.com/rlmkit/rlm/core/runtimepb"
 	"github.com/rlmkit/rlm/internal/host/catalog"
 	"github.com/rlmkit/rlm/internal/host/launch"
@@ -166,7 +166,7 @@ func (s *Server) Serve(ctx context.Context, ready func()) error {
 		return fmt.Errorf("cannot listen on %s: %w", s.paths.Socket, err)
 	}
 	defer removeSocket(s.paths.Socket)
-	srv := grpc.NewServer(plugin.ServerOptions()...)
+	srv := grpc.NewServer(pb.ServerOptions()...)
 	pb.RegisterRuntimeServer(srv, &runtimeService{s: s})
 	registerAdmin(srv, s)
 	served := make(chan error, 1)
@@ -617,7 +617,7 @@ func (r *runtimeService) Run(ctx context.Context, req *pb.RunRequest) (*pb.Resul
 		}
 		var hdr metadata.MD
 		res, err := c.Run(ctx, req, grpc.Header(&hdr))
-		if lost := core.RunLost(ctx, err, hdr); lost != "" {
+		if lost := client.RunLost(ctx, err, hdr); lost != "" {
 			return crashed(h.name, lost), nil
 		}
 		if err != nil {

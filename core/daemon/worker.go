@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rlmkit/rlm/core"
 	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
@@ -179,7 +178,7 @@ func (w *worker) Err() error {
 func (w *worker) runCell(ctx context.Context, code string, timeout time.Duration) (*pb.Result, error) {
 	const id = 1
 	if err := w.send(&pb.SessionRequest{Msg: &pb.SessionRequest_Execute{Execute: &pb.Execute{
-		Id: id, Code: []byte(code), TimeoutMs: core.WireMs(timeout)}}}); err != nil {
+		Id: id, Code: []byte(code), TimeoutMs: pb.WireMs(timeout)}}}); err != nil {
 		return nil, fmt.Errorf("the daemon's worker is gone: %w", err)
 	}
 	for {

@@ -1,11 +1,9 @@
 // Package ending names how a run or a cell ended. It is the one definition
 // of that idea: the sandbox (internal/sandbox/isolate), the plugins, the engine and
-// core.Result all use Reason, and this package alone translates it to and
-// from the wire's pb.EndedBy. It sits below core because core imports
-// internal/sandbox/isolate, which must report endings too.
+// core.Result all use Reason; core/runtimepb's translation carries it on
+// the wire. It is a leaf below core so that the sandbox
+// (internal/sandbox/isolate), which reports endings too, links nothing else.
 package ending
-
-import pb "github.com/rlmkit/rlm/core/runtimepb"
 
 // Reason is how a run ended, as the lower-case name JSON shows.
 type Reason string
@@ -26,41 +24,3 @@ const (
 	DiskLimit     Reason = "disk_limit"     // the working directory filled its size limit
 	CPULimit      Reason = "cpu_limit"      // the CPU-seconds budget ran out (RLIMIT_CPU)
 )
-
-// wire pairs every Reason with its pb.EndedBy; both directions use it.
-var wire = map[Reason]pb.EndedBy{
-	Exit:          pb.EndedBy_EXIT,
-	Timeout:       pb.EndedBy_TIMEOUT,
-	Signal:        pb.EndedBy_SIGNAL,
-	MemoryLimit:   pb.EndedBy_MEMORY_LIMIT,
-	OutputLimit:   pb.EndedBy_OUTPUT_LIMIT,
-	ProcessLimit:  pb.EndedBy_PROCESS_LIMIT,
-	Fuel:          pb.EndedBy_FUEL,
-	Cancelled:     pb.EndedBy_CANCELLED,
-	Crashed:       pb.EndedBy_CRASHED,
-	InstallFailed: pb.EndedBy_INSTALL_FAILED,
-	DiskLimit:     pb.EndedBy_DISK_LIMIT,
-	CPULimit:      pb.EndedBy_CPU_LIMIT,
-}
-
-var fromWire = func() map[pb.EndedBy]Reason {
-	m := make(map[pb.EndedBy]Reason, len(wire))
-	for r, e := range wire {
-		m[e] = r
-	}
-	return m
-}()
-
-// Proto is r on the wire; "" (and an unknown name) is
-// ENDED_BY_UNSPECIFIED.
-func (r Reason) Proto() pb.EndedBy { return wire[r] }
-
-// FromProto is the wire's ending as a Reason. ENDED_BY_UNSPECIFIED, what a
-// plugin sends when it says nothing, is Exit; so is a value newer than
-// this build.
-func FromProto(e pb.EndedBy) Reason {
-	if r, ok := fromWire[e]; ok {
-		return r
-	}
-	return Exit
-}

@@ -15,10 +15,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/mcpserver"
-	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/core/plugin/plugintest"
+	"github.com/rlmkit/rlm/core/runtimepb"
 	"github.com/rlmkit/rlm/core/server"
 	"github.com/rlmkit/rlm/internal/host/launch"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
@@ -43,12 +43,12 @@ func opener(t testing.TB) server.Opener {
 	}
 	dir := t.TempDir()
 	plugintest.LinkPlugins(t, dir, "python", "shell")
-	return func(ctx context.Context, name string) (*core.Runtime, error) {
-		p, err := launch.Launch(filepath.Join(dir, plugin.Prefix+name))
+	return func(ctx context.Context, name string) (*client.Runtime, error) {
+		p, err := launch.Launch(filepath.Join(dir, runtimepb.Prefix+name))
 		if err != nil {
 			return nil, err
 		}
-		return core.NewRuntime(name, "native", p.Client, p.Kill, isolate.Available), nil
+		return client.NewRuntime(name, "native", p.Client, p.Kill, isolate.Available), nil
 	}
 }
 

@@ -3,9 +3,7 @@ package plugin
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/isolation"
-	"github.com/rlmkit/rlm/core/plugin/program"
 	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
@@ -66,7 +63,7 @@ func (s *server) check(ctx context.Context, env map[string]string, l core.Limits
 func (s *server) Info(ctx context.Context, _ *pb.InfoRequest) (*pb.InfoResponse, error) {
 	info, err := s.rt.Info(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, pb.Status(err)
 	}
 	// The host's own call at launch fills the cache, so that the first
 	// request does not ask again.
@@ -75,17 +72,20 @@ func (s *server) Info(ctx context.Context, _ *pb.InfoRequest) (*pb.InfoResponse,
 		s.info = &info
 	}
 	s.mu.Unlock()
-	return core.InfoProto(info), nil
+	return pb.InfoProto(info), nil
 }
 
 func (s *server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error) {
-	p := core.ProgramFromProto(req)
+	p := pb.ProgramFromProto(req)
+	if err := p.Validate(); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	if err := s.check(ctx, p.Env, p.Limits); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	res, err := s.rt.Run(ctx, p)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, pb.Status(err)
 	}
 	if res == nil {
 		return nil, status.Error(codes.Internal, "the runtime returned no result and no error")
@@ -93,13 +93,13 @@ func (s *server) Run(ctx context.Context, req *pb.RunRequest) (*pb.Result, error
 	if res.Backend == "" {
 		res.Backend = s.backendName(ctx)
 	}
-	return core.ResultProto(res), nil
+	return pb.ResultProto(res), nil
 }
 
 func (s *server) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
 	ok, msg, err := s.rt.Check(ctx, string(req.GetCode()))
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, pb.Status(err)
 	}
 	return &pb.CheckResponse{Ok: ok, Message: msg}, nil
 }
@@ -114,11 +114,11 @@ func (s *server) Session(stream pb.Runtime_SessionServer) error {
 		return err
 	}
 	ctx := stream.Context()
-	opened := core.SessionFromProto(open)
+	opened := pb.SessionFromProto(open)
 	if err := s.check(ctx, opened.Env, opened.Limits); err != nil {
 		return SendFatal(stream, err.Error())
 	}
-	if err := CheckContext(opened.Context); err != nil {
+	if err := opened.Context.Validate(); err != nil {
 		return SendFatal(stream, err.Error())
 	}
 	start := time.Now()
@@ -126,10 +126,11 @@ func (s *server) Session(stream pb.Runtime_SessionServer) error {
 	if err == nil && (sess == nil || sess.REPL == nil) {
 		err = errors.New("the runtime opened no session and gave no error")
 	}
-	if _, ok := refusal(err); ok {
+	var refused *core.RefusedError
+	if errors.As(err, &refused) {
 		// a refusal (plugin.Invalid, Unavailable) keeps its kind, as Run's
 		// does: the host reads it back as core.RefusedError
-		return toStatus(err)
+		return pb.Status(err)
 	}
 	if err != nil {
 		return SendFatal(stream, err.Error())
@@ -151,13 +152,13 @@ func (s *server) Session(stream pb.Runtime_SessionServer) error {
 }
 
 // CheckRequest is the adapter's check of what every runtime receives: the
-// environment's names and values (program.CheckEnv) and the isolation
+// environment's names and values (core.CheckEnv) and the isolation
 // level's name, one of the host's (none, process, namespace) or of the
 // runtime's own (declared: pyodide's wasm), or "" for the runtime's
 // default. A runtime may rely on both having passed. Whether a known level
 // can be had here is the runtime's to say, with its reason.
 func CheckRequest(env map[string]string, level string, declared ...string) error {
-	if err := program.CheckEnv(env); err != nil {
+	if err := core.CheckEnv(env); err != nil {
 		return err
 	}
 	if level == "" || slices.Contains(declared, level) {
@@ -165,48 +166,4 @@ func CheckRequest(env map[string]string, level string, declared ...string) error
 	}
 	_, err := isolation.Parse(level)
 	return err
-}
-
-// CheckContext checks a session's context: a known kind, and for kind json
-// a valid document, so that no interpreter starts only to fail on it.
-func CheckContext(c *core.Context) error {
-	if c == nil {
-		return nil
-	}
-	switch c.Kind {
-	case "", "text":
-		return nil
-	case "json":
-		if !json.Valid(c.Data) {
-			return errors.New("the context is not valid JSON (kind json): pass it as text, or fix the document")
-		}
-		return nil
-	}
-	return fmt.Errorf("unknown context kind %q (want text or json)", c.Kind)
-}
-
-// toStatus turns a runtime's error into the gRPC status the host expects:
-// refusals keep their kind, a context's end stays one, and the rest are
-// Internal. An error that already is a status passes as it is.
-func toStatus(err error) error {
-	if err == nil {
-		return nil
-	}
-	if ce, ok := refusal(err); ok {
-		code := codes.InvalidArgument
-		if ce.unavailable {
-			code = codes.FailedPrecondition
-		}
-		return status.Error(code, err.Error())
-	}
-	switch {
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, err.Error())
-	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	return status.Error(codes.Internal, err.Error())
 }

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"errors"
 
 	"github.com/rlmkit/rlm/core"
 )
@@ -68,26 +67,11 @@ type Session struct {
 
 // Invalid marks err as the request's fault (a bad file name, an
 // unsupported option): the host answers it as a refusal (HTTP 400, exit
-// code 2), and nothing ran.
-func Invalid(err error) error { return &codedError{err: err, unavailable: false} }
+// code 2), and nothing ran. It is a core.RefusedError of kind Invalid.
+func Invalid(err error) error { return core.Refuse(core.Invalid, err) }
 
 // Unavailable marks err as the runtime's inability to run here (its tool
 // is missing, the host cannot give the isolation asked for): the host
-// answers it as a refusal (HTTP 503), and nothing ran.
-func Unavailable(err error) error { return &codedError{err: err, unavailable: true} }
-
-// codedError carries the refusal kind to the adapter, which alone turns it
-// into a gRPC code.
-type codedError struct {
-	err         error
-	unavailable bool
-}
-
-func (e *codedError) Error() string { return e.err.Error() }
-func (e *codedError) Unwrap() error { return e.err }
-
-// refusal reports how err refuses a request, if it does.
-func refusal(err error) (ce *codedError, ok bool) {
-	ok = errors.As(err, &ce)
-	return ce, ok
-}
+// answers it as a refusal (HTTP 503), and nothing ran. It is a
+// core.RefusedError of kind Unavailable.
+func Unavailable(err error) error { return core.Refuse(core.Unavailable, err) }

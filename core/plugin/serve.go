@@ -20,10 +20,10 @@ func Serve(rt Runtime) { ServeGRPC(NewServer(rt)) }
 // plays a misbehaving plugin. A plugin calls Serve.
 func ServeGRPC(impl pb.RuntimeServer) {
 	goplugin.Serve(&goplugin.ServeConfig{
-		HandshakeConfig:  Handshake,
-		VersionedPlugins: VersionedPlugins(impl),
+		HandshakeConfig:  pb.Handshake,
+		VersionedPlugins: pb.VersionedPlugins(impl),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			return grpc.NewServer(append(opts, ServerOptions()...)...)
+			return grpc.NewServer(append(opts, pb.ServerOptions()...)...)
 		},
 		Logger: Logger(),
 	})

@@ -7,14 +7,15 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin/program"
 	pb "github.com/rlmkit/rlm/core/runtimepb"
 	"github.com/rlmkit/rlm/internal/calls"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // CallbackFunc forwards a cell's llm_query / rlm_query to the session's
@@ -162,7 +163,7 @@ func (ss *sessionServer) handle(req *pb.SessionRequest) {
 		if files := ex.GetFiles(); len(files) > 0 {
 			err := errors.New("this runtime's sessions cannot take files")
 			if dir != "" {
-				err = program.PutFiles(dir, core.FilesFromProto(files), ss.opts.CreateAs)
+				err = program.PutFiles(dir, pb.FilesFromProto(files), ss.opts.CreateAs)
 			}
 			if err != nil {
 				_ = ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Result{Result: &pb.CellResult{Id: ex.GetId(), FilesError: err.Error()}}})
@@ -191,7 +192,7 @@ func (ss *sessionServer) handle(req *pb.SessionRequest) {
 				cell.Files, cell.FilesOmitted = before.Produced(dir, ss.opts.Limits)
 			}
 		}
-		res := core.ResultProto(cell)
+		res := pb.ResultProto(cell)
 		_ = ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Result{Result: &pb.CellResult{Id: ex.GetId(), Result: res}}})
 	case *pb.SessionRequest_GetVariable:
 		found, js, err := ss.repl.Variable(ctx, m.GetVariable.GetName())
@@ -220,7 +221,7 @@ func (ss *sessionServer) callback(ctx context.Context, q core.Query) ([]string, 
 	if err != nil {
 		return nil, err
 	}
-	if err := ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Callback{Callback: core.QueryProto(id, q)}}); err != nil {
+	if err := ss.send(&pb.SessionResponse{Msg: &pb.SessionResponse_Callback{Callback: pb.QueryProto(id, q)}}); err != nil {
 		ss.queries.Drop(id)
 		return nil, err
 	}

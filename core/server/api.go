@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/internal/jsontext"
 )
@@ -52,7 +53,7 @@ func (s *Server) execute(ctx context.Context, req *ExecuteRequest) (string, *Exe
 		return lang, nil, e
 	}
 	defer release()
-	res, err := withRuntime(ctx, s.slots[lang], func(rt *core.Runtime) (*core.Result, error) {
+	res, err := withRuntime(ctx, s.slots[lang], func(rt *client.Runtime) (*core.Result, error) {
 		return rt.Run(ctx, prog)
 	})
 	if err != nil {
@@ -136,7 +137,7 @@ func (s *Server) openSession(ctx context.Context, id, lang string, sctx *core.Co
 		}
 		entry.sess, entry.closer = w.sess, w.Close
 	} else {
-		sess, err := withRuntime(ctx, s.slots[lang], func(rt *core.Runtime) (core.Session, error) {
+		sess, err := withRuntime(ctx, s.slots[lang], func(rt *client.Runtime) (core.Session, error) {
 			return rt.OpenSession(ctx, core.SessionOptions{
 				Runtime: lang, Context: sctx, Bridges: s.cfg.Bridges,
 				Limits: s.sessionLimits(), ReturnFiles: true,

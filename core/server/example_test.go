@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/server"
 	"github.com/rlmkit/rlm/internal/host/launch"
@@ -16,7 +15,7 @@ import (
 // Mounting the sandbox server in a program's own mux, under /sandbox/.
 func ExampleNew() {
 	opts := client.Options{Plugins: launch.DefaultSearchPath(nil, nil)}
-	open := func(ctx context.Context, name string) (*core.Runtime, error) {
+	open := func(ctx context.Context, name string) (*client.Runtime, error) {
 		return client.Open(ctx, name, opts)
 	}
 	// Fail at start, with a reason, when python cannot run here.

@@ -15,11 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc/codes"
-
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
-	"github.com/rlmkit/rlm/core/plugin/program"
 	"github.com/rlmkit/rlm/internal/jsontext"
 )
 
@@ -295,10 +292,10 @@ func (s *Server) program(req *ExecuteRequest) (core.Program, *APIError) {
 		total += len(a) + 1
 	}
 	p.Args = req.Args
-	// The names and values are program.CheckEnv's to judge, as on every
+	// The names and values are core.CheckEnv's to judge, as on every
 	// other path; only the field is named here.
-	var ee *program.EnvError
-	if err := program.CheckEnv(req.Env); errors.As(err, &ee) {
+	var ee *core.EnvError
+	if err := core.CheckEnv(req.Env); errors.As(err, &ee) {
 		return p, badField(fmt.Sprintf("env[%q]", ee.Name), "%s", ee.Reason)
 	}
 	for k, v := range req.Env {
@@ -369,7 +366,7 @@ func inputFiles(files FileMap) ([]core.File, *APIError) {
 	var out []core.File
 	for _, n := range names {
 		field := fmt.Sprintf("files[%q]", n)
-		clean, err := program.CleanName(n)
+		clean, err := core.CleanName(n)
 		if err != nil {
 			return nil, badField(field, "%v", err)
 		}
@@ -485,9 +482,9 @@ func (s *Server) runError(ctx context.Context, lang string, err error) *APIError
 			Message: "the server stopped before the run finished (shutdown grace period over)"}
 	case ctx.Err() != nil:
 		return clientGone()
-	case errors.As(err, &refused) && refused.Code == codes.InvalidArgument:
+	case errors.As(err, &refused) && refused.Kind == core.Invalid:
 		return apiErr(http.StatusBadRequest, CodeBadRequest, err.Error())
-	case errors.As(err, &refused) && refused.Code == codes.FailedPrecondition:
+	case errors.As(err, &refused) && refused.Kind == core.Unavailable:
 		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeRuntimeUnavailable, Message: err.Error(), RetryAfter: 1}
 	case errors.Is(err, core.ErrUnsupported):
 		return apiErr(http.StatusNotImplemented, CodeUnsupported, fmt.Sprintf("the %s runtime does not support this: %v", lang, err))

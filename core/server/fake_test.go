@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/plugin/plugintest"
 	pb "github.com/rlmkit/rlm/core/runtimepb"
 	"github.com/rlmkit/rlm/core/server"
@@ -263,11 +263,11 @@ func fakeOpener(t testing.TB, f *fakeRuntime, opens *atomic.Int64) server.Opener
 // mockOpener serves impl over go-plugin's gRPC transport
 // (plugintest.Connect); every open is a new connection, counted in opens.
 func mockOpener(t testing.TB, impl pb.RuntimeServer, opens *atomic.Int64) server.Opener {
-	return func(ctx context.Context, name string) (*core.Runtime, error) {
+	return func(ctx context.Context, name string) (*client.Runtime, error) {
 		if opens != nil {
 			opens.Add(1)
 		}
 		c, stop := plugintest.Connect(t, impl)
-		return core.NewRuntime(name, "fake", c, stop, isolate.Available), nil
+		return client.NewRuntime(name, "fake", c, stop, isolate.Available), nil
 	}
 }

@@ -13,9 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/plugin/plugintest"
+	"github.com/rlmkit/rlm/core/runtimepb"
 	"github.com/rlmkit/rlm/core/server"
 	"github.com/rlmkit/rlm/internal/host/launch"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
@@ -37,8 +37,8 @@ func pythonOpener(t testing.TB, launches *atomic.Int64) server.Opener {
 	}
 	dir := t.TempDir()
 	plugintest.LinkPlugins(t, dir, "python")
-	path := filepath.Join(dir, plugin.Prefix+"python")
-	return func(ctx context.Context, name string) (*core.Runtime, error) {
+	path := filepath.Join(dir, runtimepb.Prefix+"python")
+	return func(ctx context.Context, name string) (*client.Runtime, error) {
 		p, err := launch.Launch(path)
 		if err != nil {
 			return nil, err
@@ -46,7 +46,7 @@ func pythonOpener(t testing.TB, launches *atomic.Int64) server.Opener {
 		if launches != nil {
 			launches.Add(1)
 		}
-		return core.NewRuntime(name, "native", p.Client, p.Kill, isolate.Available), nil
+		return client.NewRuntime(name, "native", p.Client, p.Kill, isolate.Available), nil
 	}
 }
 

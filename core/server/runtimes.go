@@ -9,14 +9,15 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/internal/distinct"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
 // Opener connects to a runtime by name. The rlm command passes
 // backend.Open; a library user may pass anything that returns a
-// core.Runtime (an in-process fake, the daemon).
-type Opener func(ctx context.Context, name string) (*core.Runtime, error)
+// client.Runtime (an in-process fake, the daemon).
+type Opener func(ctx context.Context, name string) (*client.Runtime, error)
 
 // DetectOrder is the order modes are tried in when none is configured.
 var DetectOrder = []string{"python", "golang", "node", "shell"}
@@ -55,7 +56,7 @@ type runtimeSlot struct {
 	open Opener
 
 	mu       sync.Mutex
-	rt       *core.Runtime
+	rt       *client.Runtime
 	gen      int
 	info     *core.Info
 	closed   bool
@@ -73,7 +74,7 @@ func (s *runtimeSlot) generation() int {
 }
 
 // get returns the live runtime and its generation, launching it if needed.
-func (s *runtimeSlot) get(ctx context.Context) (*core.Runtime, int, error) {
+func (s *runtimeSlot) get(ctx context.Context) (*client.Runtime, int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -177,9 +178,9 @@ func (s *runtimeSlot) ping(ctx context.Context) error {
 // connection is lost the slot relaunches the plugin and the call is made
 // once more: the plugin died while idle, before the call reached it. A
 // program whose plugin dies once it has the request (a program that kills
-// its own plugin) is never run again: core.Runtime.Run reports it as a
+// its own plugin) is never run again: client.Runtime.Run reports it as a
 // crashed result, not as a lost connection (see pb.AcceptedHeader).
-func withRuntime[T any](ctx context.Context, s *runtimeSlot, call func(*core.Runtime) (T, error)) (T, error) {
+func withRuntime[T any](ctx context.Context, s *runtimeSlot, call func(*client.Runtime) (T, error)) (T, error) {
 	var zero T
 	for attempt := 0; ; attempt++ {
 		rt, gen, err := s.get(ctx)
@@ -202,8 +203,8 @@ func withRuntime[T any](ctx context.Context, s *runtimeSlot, call func(*core.Run
 // here. With no modes it detects the first available runtime in
 // DetectOrder. The errors name the mode and the reason, e.g.
 // "mode=golang but 'go' not found in PATH".
-func OpenModes(ctx context.Context, open Opener, modes []string) ([]string, map[string]*core.Runtime, map[string]*core.Info, error) {
-	rts := map[string]*core.Runtime{}
+func OpenModes(ctx context.Context, open Opener, modes []string) ([]string, map[string]*client.Runtime, map[string]*core.Info, error) {
+	rts := map[string]*client.Runtime{}
 	infos := map[string]*core.Info{}
 	closeAll := func() {
 		for _, rt := range rts {
@@ -235,7 +236,7 @@ func OpenModes(ctx context.Context, open Opener, modes []string) ([]string, map[
 	return modes, rts, infos, nil
 }
 
-func probe(ctx context.Context, open Opener, name string) (*core.Runtime, *core.Info, error) {
+func probe(ctx context.Context, open Opener, name string) (*client.Runtime, *core.Info, error) {
 	rt, err := open(ctx, name)
 	if err != nil {
 		return nil, nil, err

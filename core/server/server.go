@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/docs"
 	"github.com/rlmkit/rlm/internal/host/pool"
@@ -76,7 +77,7 @@ type Config struct {
 	// MemoryBytes, MaxProcesses, MaxDiskBytes, CPU, AllowNetwork (the wall
 	// clock and output come from the fields above and the request).
 	// Isolation may be auto; each runtime resolves it for its programs and
-	// for its sessions from what its plugin declares (core.Runtime.Isolation),
+	// for its sessions from what its plugin declares (client.Runtime.Isolation),
 	// and /health reports the outcome per runtime.
 	Limits core.Limits
 	// Token, when set, is required as `Authorization: Bearer TOKEN` on
@@ -99,7 +100,7 @@ type Config struct {
 	Version string
 	// Runtimes are connections already opened (by OpenModes); the server
 	// takes them over instead of launching its own.
-	Runtimes map[string]*core.Runtime
+	Runtimes map[string]*client.Runtime
 }
 
 // Server is the handler. Create it with New; Close it to end every session

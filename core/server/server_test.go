@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/plugin/plugintest"
 	pb "github.com/rlmkit/rlm/core/runtimepb"
 	"github.com/rlmkit/rlm/core/server"
@@ -129,7 +129,7 @@ func TestRequestErrors(t *testing.T) {
 		{"variable not an identifier", "GET", "/sessions/abc/variables/1bad", ``, nil, 400, "bad_request", `variable name "1bad" is not an identifier`},
 		{"dotted variable", "GET", "/sessions/abc/variables/a.b", ``, nil, 400, "bad_request", `"a.b"`},
 		{"bad env", "POST", "/execute", `{"code": "echo", "env": {"A=B": "x"}}`, nil, 400, "bad_field", `env`},
-		// A name the sandbox's /bin/sh start would drop (program.CheckEnv).
+		// A name the sandbox's /bin/sh start would drop (core.CheckEnv).
 		{"env name not an identifier", "POST", "/execute", `{"code": "echo", "env": {"BAD NAME": "x"}}`, nil, 400, "bad_field", `env["BAD NAME"]: the name is not valid`},
 		// encoding/json would quietly turn the byte into U+FFFD.
 		{"not UTF-8", "POST", "/execute", "{\"code\": \"echo \xff\"}", nil, 400, "bad_json", "byte 15 (0xff, counting from 0) is not valid UTF-8"},
@@ -463,7 +463,7 @@ func TestSessionsPython(t *testing.T) {
 func TestSeveralModes(t *testing.T) {
 	a, b := &fakeRuntime{name: "alpha"}, &fakeRuntime{name: "beta"}
 	oa, ob := fakeOpener(t, a, nil), fakeOpener(t, b, nil)
-	open := func(ctx context.Context, name string) (*core.Runtime, error) {
+	open := func(ctx context.Context, name string) (*client.Runtime, error) {
 		if name == "beta" {
 			return ob(ctx, name)
 		}
@@ -487,7 +487,7 @@ func TestSeveralModes(t *testing.T) {
 }
 
 func TestOpenModesErrors(t *testing.T) {
-	open := func(ctx context.Context, name string) (*core.Runtime, error) {
+	open := func(ctx context.Context, name string) (*client.Runtime, error) {
 		return nil, fmt.Errorf("no plugin for %s", name)
 	}
 	if _, _, _, err := server.OpenModes(context.Background(), open, []string{"golang"}); err == nil || err.Error() != "mode=golang but no plugin for golang" {
@@ -501,7 +501,7 @@ func TestOpenModesErrors(t *testing.T) {
 	f := &fakeRuntime{name: "x"}
 	var tried []string
 	good := fakeOpener(t, f, nil)
-	open2 := func(ctx context.Context, name string) (*core.Runtime, error) {
+	open2 := func(ctx context.Context, name string) (*client.Runtime, error) {
 		tried = append(tried, name)
 		if name == "node" || name == "shell" {
 			return good(ctx, name)

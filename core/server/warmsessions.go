@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/internal/host/pool"
 )
 
@@ -78,7 +79,7 @@ func (ws *warmSessions) pool(lang string) (*pool.Pool[*warmSession], error) {
 func (ws *warmSessions) open(ctx context.Context, lang string) (*warmSession, error) {
 	slot := ws.srv.slots[lang]
 	var gen int
-	sess, err := withRuntime(ctx, slot, func(rt *core.Runtime) (core.Session, error) {
+	sess, err := withRuntime(ctx, slot, func(rt *client.Runtime) (core.Session, error) {
 		gen = slot.generation()
 		return rt.OpenSession(ctx, core.SessionOptions{
 			Runtime: lang, Bridges: ws.srv.cfg.Bridges,

@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/sessiontest"
+	"github.com/rlmkit/rlm/core/client"
+	"github.com/rlmkit/rlm/core/plugin/plugintest"
 	"github.com/rlmkit/rlm/internal/host/launch"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 	"github.com/rlmkit/rlm/plugins/pyodide"
@@ -39,7 +40,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func startRuntime(t *testing.T) *core.Runtime {
+func startRuntime(t *testing.T) *client.Runtime {
 	t.Helper()
 	if !pyodide.HasEmbeddedAssets() {
 		if os.Getenv("RLM_REQUIRE_WASM") != "" {
@@ -60,13 +61,13 @@ func startRuntime(t *testing.T) *core.Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := core.NewRuntime("python", "pyodide", p.Client, p.Kill, isolate.Available)
+	rt := client.NewRuntime("python", "pyodide", p.Client, p.Kill, isolate.Available)
 	t.Cleanup(rt.Close)
 	return rt
 }
 
 // cell executes code in s, failing the test if the call fails.
-var cell = sessiontest.Execute
+var cell = plugintest.Execute
 
 // A session through the plugin keeps state, receives context and answers
 // llm_query / rlm_query through the Go bridges, like the native REPL.
@@ -76,9 +77,9 @@ func TestPluginSession(t *testing.T) {
 	if err != nil || !strings.Contains(strings.Join(info.Capabilities, ","), "repl") {
 		t.Fatalf("info: %v %v", info, err)
 	}
-	var rec sessiontest.Recorder
+	var rec plugintest.Recorder
 	s, err := rt.OpenSession(context.Background(), core.SessionOptions{
-		Context: &core.Context{Data: []byte(sessiontest.BridgeContext), Kind: "text"},
+		Context: &core.Context{Data: []byte(plugintest.BridgeContext), Kind: "text"},
 		Bridges: rec.Bridges(),
 	})
 	if err != nil {
@@ -93,7 +94,7 @@ func TestPluginSession(t *testing.T) {
 	if r = cell(t, s, "x += 1\nprint(x)"); r.Stdout != "42\n" {
 		t.Fatalf("state not kept: %+v", r)
 	}
-	sessiontest.CheckBridges(t, s, &rec)
+	plugintest.CheckBridges(t, s, &rec)
 	if r = cell(t, s, `print(llm_query_batched(["a", "b"]))`); r.Stdout != "['answer to a', 'answer to b']\n" {
 		t.Fatalf("batched: %+v", r)
 	}
@@ -122,19 +123,19 @@ func TestPluginSession(t *testing.T) {
 
 // A session environment no program could receive is refused at open, as
 // on the native Python.
-func TestPluginSessionEnvRefused(t *testing.T) { sessiontest.CheckEnvRefused(t, startRuntime(t)) }
+func TestPluginSessionEnvRefused(t *testing.T) { plugintest.CheckEnvRefused(t, startRuntime(t)) }
 
 // The helpers a cell sees behave as sessiontest holds every Python to,
 // the native one included.
 func TestPluginHelpers(t *testing.T) {
 	s, err := startRuntime(t).OpenSession(context.Background(), core.SessionOptions{
-		Context: &core.Context{Data: []byte(sessiontest.HelperContext), Kind: "text"},
+		Context: &core.Context{Data: []byte(plugintest.HelperContext), Kind: "text"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	sessiontest.CheckHelpers(t, s)
+	plugintest.CheckHelpers(t, s)
 }
 
 // Fuel, time and cancel stop a cell; the next cell runs in a fresh

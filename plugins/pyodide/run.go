@@ -15,6 +15,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
+	"github.com/tetratelabs/wazero/sys"
+
 	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/internal/sandbox/capbuf"
@@ -23,11 +29,6 @@ import (
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/memfs"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/rootfs"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/wsfs"
-	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/experimental"
-	"github.com/tetratelabs/wazero/experimental/sysfs"
-	"github.com/tetratelabs/wazero/sys"
 )
 
 // Guest paths.

@@ -42,11 +42,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rlmkit/rlm/plugins/pyodide/internal/fuel"
-	"github.com/rlmkit/rlm/plugins/pyodide/internal/memfs"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/rlmkit/rlm/plugins/pyodide/internal/fuel"
+	"github.com/rlmkit/rlm/plugins/pyodide/internal/memfs"
 )
 
 // BuildCommand is how to produce python.wasm; errors about a missing or

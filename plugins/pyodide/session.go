@@ -11,6 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
+
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin"
@@ -22,10 +27,6 @@ import (
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/memfs"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/rootfs"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/wsfs"
-	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/experimental"
-	"github.com/tetratelabs/wazero/experimental/sysfs"
 )
 
 //go:embed repl_driver.py

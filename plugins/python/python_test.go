@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/sessiontest"
+	"github.com/rlmkit/rlm/core/client"
+	"github.com/rlmkit/rlm/core/plugin/plugintest"
 	"github.com/rlmkit/rlm/internal/host/launch"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 	"github.com/rlmkit/rlm/internal/testutil"
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 	testutil.BuildMain(m, &pluginDir, "./cmd/rlm-plugin-python")
 }
 
-func startRuntime(t testing.TB) *core.Runtime {
+func startRuntime(t testing.TB) *client.Runtime {
 	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 not installed")
@@ -38,12 +39,12 @@ func startRuntime(t testing.TB) *core.Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := core.NewRuntime("python", "native", p.Client, p.Kill, isolate.Available)
+	rt := client.NewRuntime("python", "native", p.Client, p.Kill, isolate.Available)
 	t.Cleanup(rt.Close)
 	return rt
 }
 
-func open(t testing.TB, rt *core.Runtime, opts core.SessionOptions) core.Session {
+func open(t testing.TB, rt *client.Runtime, opts core.SessionOptions) core.Session {
 	t.Helper()
 	s, err := rt.OpenSession(context.Background(), opts)
 	if err != nil {
@@ -54,7 +55,7 @@ func open(t testing.TB, rt *core.Runtime, opts core.SessionOptions) core.Session
 }
 
 // run executes code in s, failing the test if the call fails.
-var run = sessiontest.Execute
+var run = plugintest.Execute
 
 func TestStatePersistsAndVariablesReadBack(t *testing.T) {
 	s := open(t, startRuntime(t), core.SessionOptions{})
@@ -98,21 +99,21 @@ func TestJSONContext(t *testing.T) {
 }
 
 func TestBridgesReachGo(t *testing.T) {
-	var rec sessiontest.Recorder
+	var rec plugintest.Recorder
 	s := open(t, startRuntime(t), core.SessionOptions{
-		Context: &core.Context{Data: []byte(sessiontest.BridgeContext)},
+		Context: &core.Context{Data: []byte(plugintest.BridgeContext)},
 		Bridges: rec.Bridges(),
 	})
-	sessiontest.CheckBridges(t, s, &rec)
+	plugintest.CheckBridges(t, s, &rec)
 }
 
 // The helpers a cell sees behave as sessiontest holds every Python to.
 // A session environment no program could receive is refused at open.
-func TestSessionEnvRefused(t *testing.T) { sessiontest.CheckEnvRefused(t, startRuntime(t)) }
+func TestSessionEnvRefused(t *testing.T) { plugintest.CheckEnvRefused(t, startRuntime(t)) }
 
 func TestHelpers(t *testing.T) {
-	sessiontest.CheckHelpers(t, open(t, startRuntime(t), core.SessionOptions{
-		Context: &core.Context{Data: []byte(sessiontest.HelperContext)},
+	plugintest.CheckHelpers(t, open(t, startRuntime(t), core.SessionOptions{
+		Context: &core.Context{Data: []byte(plugintest.HelperContext)},
 	}))
 }
 
@@ -218,7 +219,7 @@ func TestPluginKilledMidCellIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := core.NewRuntime("python", "native", p.Client, p.Kill, isolate.Available)
+	rt := client.NewRuntime("python", "native", p.Client, p.Kill, isolate.Available)
 	defer rt.Close()
 	s, err := rt.OpenSession(context.Background(), core.SessionOptions{})
 	if err != nil {

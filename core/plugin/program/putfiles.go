@@ -20,7 +20,7 @@ import (
 // over it, so the program never reads half a file and no link is written
 // through. Parent directories are created as needed.
 //
-// Names must pass CleanName, and no component of a path may be a symlink,
+// Names must pass core.CleanName, and no component of a path may be a symlink,
 // whether or not it points inside dir (an error naming it; a directory
 // where the file should go is one too). The writes go through os.Root, so a
 // link the program swaps in meanwhile cannot lead them out of dir either.
@@ -51,7 +51,7 @@ func PutFiles(dir string, files []core.File, createAs func(create func() error) 
 }
 
 func putFile(root *os.Root, f core.File, createAs func(func() error) error) error {
-	name, err := CleanName(f.Path)
+	name, err := core.CleanName(f.Path)
 	if err != nil {
 		return err
 	}

@@ -89,7 +89,7 @@ func fingerprint(ctx context.Context, p *launch.Plugin, runtime string) Fingerpr
 	if err != nil {
 		return Fingerprint{Err: err}
 	}
-	return Fingerprint{Info: core.InfoFromProto(info)}
+	return Fingerprint{Info: pb.InfoFromProto(info)}
 }
 
 // Entry is one plugin of a listing.

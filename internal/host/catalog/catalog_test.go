@@ -53,7 +53,7 @@ func pluginDir(t *testing.T) string {
 	for kind := range infos {
 		plugintest.WritePlugin(t, dir, kind, "RLM_CATALOG_PLUGIN="+kind)
 	}
-	if err := os.WriteFile(filepath.Join(dir, plugin.Prefix+"crashy"), []byte("#!/bin/sh\necho cannot start >&2\nexit 3\n"), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, pb.Prefix+"crashy"), []byte("#!/bin/sh\necho cannot start >&2\nexit 3\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -67,7 +67,7 @@ func TestList(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name)
 		byName[e.Name] = e
-		if e.Path != filepath.Join(dir, plugin.Prefix+e.Name) {
+		if e.Path != filepath.Join(dir, pb.Prefix+e.Name) {
 			t.Errorf("%s: path %s", e.Name, e.Path)
 		}
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 
-	"github.com/rlmkit/rlm/core/plugin"
 	pb "github.com/rlmkit/rlm/core/runtimepb"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 	"github.com/rlmkit/rlm/internal/sandbox/proctree"
@@ -74,13 +73,13 @@ func LaunchWithin(path string, start time.Duration) (*Plugin, error) {
 		// host's environment would override the one above: a plugin killed
 		// mid-run would then leave its workspaces in $TMPDIR.
 		SkipHostEnv:      true,
-		HandshakeConfig:  plugin.Handshake,
-		VersionedPlugins: plugin.VersionedPlugins(nil),
+		HandshakeConfig:  pb.Handshake,
+		VersionedPlugins: pb.VersionedPlugins(nil),
 		Cmd:              cmd,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		Logger:           hostLogger(),
 		Stderr:           tail,
-		GRPCDialOptions:  plugin.DialOptions(),
+		GRPCDialOptions:  pb.DialOptions(),
 		StartTimeout:     start,
 	})
 	p := &Plugin{Path: path, gp: gp, cmd: cmd, stderr: tail, sockDir: sockDir}
@@ -92,7 +91,7 @@ func LaunchWithin(path string, start time.Duration) (*Plugin, error) {
 		}
 		return nil, p.startError(err)
 	}
-	if p.Client, err = plugin.Dispense(rpc); err != nil {
+	if p.Client, err = pb.Dispense(rpc); err != nil {
 		p.Kill()
 		return nil, p.startError(err)
 	}
@@ -105,7 +104,7 @@ func (p *Plugin) startError(err error) error {
 	lower := strings.ToLower(msg)
 	switch {
 	case strings.Contains(lower, "incompatible api version"):
-		msg = fmt.Sprintf("speaks another protocol version (%s); this rlm speaks version %d: update the plugin or rlm", firstLine(msg), plugin.ProtocolVersion)
+		msg = fmt.Sprintf("speaks another protocol version (%s); this rlm speaks version %d: update the plugin or rlm", firstLine(msg), pb.ProtocolVersion)
 	case strings.Contains(lower, "unrecognized remote plugin message"):
 		// The first stdout line, which should have been the handshake.
 		_, line, _ := strings.Cut(msg, "message:")

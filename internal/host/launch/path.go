@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/runtimepb"
 	"github.com/rlmkit/rlm/internal/distinct"
 )
 
@@ -43,13 +43,13 @@ type NotFoundError struct {
 
 func (e *NotFoundError) Error() string {
 	return fmt.Sprintf("no plugin for runtime %q: looked for %s%s in %s; build it with `make build` or set RLM_PLUGIN_PATH",
-		e.Name, plugin.Prefix, e.Name, strings.Join(e.Looked, ", "))
+		e.Name, runtimepb.Prefix, e.Name, strings.Join(e.Looked, ", "))
 }
 
 // Find returns the first executable named rlm-plugin-NAME on the path.
 func (sp SearchPath) Find(name string) (string, error) {
 	for _, dir := range sp {
-		p := filepath.Join(dir, plugin.Prefix+name)
+		p := filepath.Join(dir, runtimepb.Prefix+name)
 		if isExecutable(p) {
 			return p, nil
 		}
@@ -73,7 +73,7 @@ func (sp SearchPath) All() []Found {
 			continue
 		}
 		for _, e := range entries {
-			name, ok := strings.CutPrefix(e.Name(), plugin.Prefix)
+			name, ok := strings.CutPrefix(e.Name(), runtimepb.Prefix)
 			if !ok || name == "" || seen[name] {
 				continue
 			}

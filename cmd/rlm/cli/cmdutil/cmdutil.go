@@ -60,7 +60,7 @@ type Factory struct {
 	PluginDirs []string // --plugin-dir
 
 	// DaemonDial and DaemonAlive are set when daemon support is linked in.
-	DaemonDial  func(ctx context.Context, socket, runtime string) (*core.Runtime, error)
+	DaemonDial  func(ctx context.Context, socket, runtime string) (*client.Runtime, error)
 	DaemonAlive func(ctx context.Context, socket string) bool
 
 	once    sync.Once

@@ -13,7 +13,7 @@ import (
 // LimitFlags are the sandbox flags exec, run and serve share, so all of
 // them spell, default and validate them the same way: flag > environment >
 // config. The isolation stays as asked (auto too): only the runtime's
-// plugin, through core.Runtime, knows which level auto becomes.
+// plugin, through client.Runtime, knows which level auto becomes.
 type LimitFlags struct {
 	Isolation    string
 	Memory       string

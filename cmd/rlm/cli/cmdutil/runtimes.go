@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/rlmkit/rlm/core/client"
-	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/runtimepb"
 	"github.com/rlmkit/rlm/internal/host/launch"
 )
 
@@ -29,5 +29,5 @@ func UnknownRuntime(err error, kind string) error {
 		return nil
 	}
 	return Usage(fmt.Errorf("unknown %s %q: use %s, or install a plugin named %s%s ('rlm plugins' lists those installed)",
-		kind, nf.Name, strings.Join(BuiltinRuntimes, ", "), plugin.Prefix, nf.Name))
+		kind, nf.Name, strings.Join(BuiltinRuntimes, ", "), runtimepb.Prefix, nf.Name))
 }

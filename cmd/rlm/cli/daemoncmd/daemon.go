@@ -116,7 +116,7 @@ func sandbox(cl config.Limits) *pb.Limits {
 	var l core.Limits
 	var none cmdutil.LimitFlags
 	_ = none.Apply(cl, &l) // no flags set: only cl's values, already validated
-	return core.LimitsProto(l)
+	return pb.LimitsProto(l)
 }
 
 func (o *Options) resolve() (daemon.Config, error) {

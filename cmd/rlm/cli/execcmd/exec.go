@@ -21,7 +21,6 @@ import (
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin/install"
-	"github.com/rlmkit/rlm/core/plugin/program"
 )
 
 // Options are exec's parsed flags.
@@ -179,7 +178,7 @@ func run(ctx context.Context, o *Options) error {
 
 // runOn runs prog (or checks it) on rt and reports the result. Its errors
 // are mapped to exit codes by run.
-func runOn(ctx context.Context, rt *core.Runtime, o *Options, prog core.Program) error {
+func runOn(ctx context.Context, rt *client.Runtime, o *Options, prog core.Program) error {
 	if err := ready(ctx, rt, o, prog); err != nil {
 		return err
 	}
@@ -245,7 +244,7 @@ func runOn(ctx context.Context, rt *core.Runtime, o *Options, prog core.Program)
 
 // execute runs the program; with a context on python it runs as one REPL
 // cell so that `context` is a real variable.
-func execute(ctx context.Context, rt *core.Runtime, p core.Program) (*core.Result, error) {
+func execute(ctx context.Context, rt *client.Runtime, p core.Program) (*core.Result, error) {
 	if p.Context == nil || rt.Name != "python" {
 		return rt.Run(ctx, p)
 	}
@@ -363,8 +362,8 @@ func (o *Options) program(cfg config.Config) (core.Program, error) {
 		// Refused here, as a usage error naming the flag, by the same
 		// check every runtime applies (a name the sandbox's shell would
 		// drop, a value no program can receive).
-		var ee *program.EnvError
-		if errors.As(program.CheckEnv(map[string]string{k: v}), &ee) {
+		var ee *core.EnvError
+		if errors.As(core.CheckEnv(map[string]string{k: v}), &ee) {
 			return p, fmt.Errorf("--env %q: %s", kv, ee.Reason)
 		}
 		if p.Env == nil {
@@ -377,7 +376,7 @@ func (o *Options) program(cfg config.Config) (core.Program, error) {
 		if !ok || name == "" || path == "" {
 			return p, fmt.Errorf("--file %q: want NAME=PATH", nv)
 		}
-		if _, err := program.CleanName(name); err != nil {
+		if _, err := core.CleanName(name); err != nil {
 			return p, fmt.Errorf("--file: %w", err)
 		}
 		b, err := os.ReadFile(path)
@@ -457,7 +456,7 @@ func runtimeForFile(file string) string {
 // unavailable here or whose plugin does not answer (127; a usage error for
 // the pyodide backend, which is chosen, not found) and a --file clashing
 // with the code file (2).
-func ready(ctx context.Context, rt *core.Runtime, o *Options, p core.Program) error {
+func ready(ctx context.Context, rt *client.Runtime, o *Options, p core.Program) error {
 	info, err := rt.Declared(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -478,7 +477,7 @@ func ready(ctx context.Context, rt *core.Runtime, o *Options, p core.Program) er
 			code = "main." + ext
 		}
 		for _, f := range p.Files {
-			if name, _ := program.CleanName(f.Path); name == code {
+			if name, _ := core.CleanName(f.Path); name == code {
 				return cmdutil.Usagef("--file %s clashes with the code file, which %s writes as %s; give it another name", f.Path, o.Runtime, code)
 			}
 		}
@@ -504,7 +503,7 @@ func looksLocal(r string) bool {
 
 func writeOut(dir string, files []core.File) error {
 	for _, f := range files {
-		name, err := program.CleanName(f.Path)
+		name, err := core.CleanName(f.Path)
 		if err != nil {
 			return err
 		}

@@ -253,7 +253,7 @@ func loopback(addr string) bool {
 // limits are the sandbox of every program and session the server runs:
 // [limits] and the limit flags, with [serve] isolation (auto: the
 // strongest level this host and each mode's plugin support) instead of
-// exec's. Each runtime resolves the level itself (core.Runtime); Run stops
+// exec's. Each runtime resolves the level itself (client.Runtime); Run stops
 // the server when a mode's programs cannot have it.
 func (o *Options) limits(cfg config.Config, st config.Serve) (core.Limits, error) {
 	lc := cfg.Limits
@@ -267,11 +267,11 @@ func (o *Options) limits(cfg config.Config, st config.Serve) (core.Limits, error
 
 // checkIsolation refuses to serve a mode whose programs cannot run at the
 // configured level, or cannot hold the limits given as flags there (the
-// same check, core.Runtime.Sandbox, that refuses each run), rather than
+// same check, client.Runtime.Sandbox, that refuses each run), rather than
 // failing every request. Sessions are not checked: a mode that offers none,
 // or only at other levels, still serves programs, and opening a session
 // says why.
-func checkIsolation(ctx context.Context, rts map[string]*core.Runtime, limits core.Limits) error {
+func checkIsolation(ctx context.Context, rts map[string]*client.Runtime, limits core.Limits) error {
 	for m, rt := range rts {
 		if _, err := rt.Sandbox(ctx, limits, false); err != nil {
 			return fmt.Errorf("mode=%s: %w", m, err)
@@ -315,7 +315,7 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 	}
 
 	bopts := o.F.BackendOptions(backendName)
-	open := func(ctx context.Context, name string) (*core.Runtime, error) {
+	open := func(ctx context.Context, name string) (*client.Runtime, error) {
 		return client.Open(ctx, name, bopts)
 	}
 	modes := server.ParseModes(st.Mode)

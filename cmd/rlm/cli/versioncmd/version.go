@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
-	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/runtimepb"
 	"github.com/rlmkit/rlm/internal/version"
 )
 
@@ -20,7 +20,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			fmt.Fprintf(f.IO.Out, "rlm %s (plugin protocol %d, %s, %s/%s)\n",
-				version.String(), plugin.ProtocolVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+				version.String(), runtimepb.ProtocolVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return nil
 		},
 	}

@@ -19,11 +19,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/internal/sandbox/capbuf"
 	"github.com/rlmkit/rlm/internal/sandbox/proctree"
-	"golang.org/x/sys/unix"
 )
 
 var pythonPath string

@@ -1,23 +1,8 @@
-// Package plugin is what a runtime plugin author imports: Serve, the
-// handshake, the go-plugin plugin type and the session helpers.
-//
-// A plugin is a separate executable named rlm-plugin-NAME (Prefix) that
-// calls Serve with an implementation of the runtime service (core/runtimepb).
-// The five built-in runtimes use exactly this package, so a third-party
-// plugin is as capable as they are. Starting plugins is the host's business
-// (internal/host/launch): this package links no launcher and no sandbox code, so
-// neither does a plugin.
-//
-// # Notes
-//
-//   - Only gRPC is offered: the Session RPC is a bidirectional stream, which
-//     net/rpc cannot carry.
-//   - The protocol is versioned through go-plugin's VersionedPlugins. A host
-//     and plugin with no version in common fail at start with an error naming
-//     the binary and both version lists.
-//   - A plugin must not write to stdout before the handshake; go-plugin reads
-//     its first stdout line as the handshake. Log to stderr (Logger does).
-package plugin
+package runtimepb
+
+// The go-plugin glue shared by the host (internal/host/launch) and the
+// plugins (core/plugin.Serve): the handshake, the one-service plugin set
+// under every protocol version, and the gRPC options both sides use.
 
 import (
 	"context"
@@ -26,8 +11,6 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
-
-	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
 // ProtocolVersion is the runtime service version this build speaks. Bump it
@@ -55,43 +38,43 @@ var Handshake = goplugin.HandshakeConfig{
 const maxMessage = math.MaxInt32
 
 // GRPCPlugin adapts the runtime service to go-plugin: a plugin serves Impl,
-// and a host (Impl nil) gets a pb.RuntimeClient from it.
+// and a host (Impl nil) gets a RuntimeClient from it.
 type GRPCPlugin struct {
 	goplugin.NetRPCUnsupportedPlugin
-	Impl pb.RuntimeServer
+	Impl RuntimeServer
 }
 
 // GRPCServer registers Impl on the plugin's gRPC server.
 func (p *GRPCPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
-	pb.RegisterRuntimeServer(s, p.Impl)
+	RegisterRuntimeServer(s, p.Impl)
 	return nil
 }
 
 // GRPCClient is the host's side: a client of the runtime service.
 func (p *GRPCPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, c *grpc.ClientConn) (interface{}, error) {
-	return pb.NewRuntimeClient(c), nil
+	return NewRuntimeClient(c), nil
 }
 
 // PluginSet is the one-service set go-plugin serves and dispenses (impl is
 // nil on the host's side).
-func PluginSet(impl pb.RuntimeServer) goplugin.PluginSet {
+func PluginSet(impl RuntimeServer) goplugin.PluginSet {
 	return goplugin.PluginSet{pluginKey: &GRPCPlugin{Impl: impl}}
 }
 
 // VersionedPlugins is PluginSet under every protocol version this build
 // speaks, for go-plugin's ServeConfig and ClientConfig.
-func VersionedPlugins(impl pb.RuntimeServer) map[int]goplugin.PluginSet {
+func VersionedPlugins(impl RuntimeServer) map[int]goplugin.PluginSet {
 	return map[int]goplugin.PluginSet{ProtocolVersion: PluginSet(impl)}
 }
 
 // Dispense takes the runtime client from a connected go-plugin client (a
 // launched plugin's, or goplugin.TestPluginGRPCConn's in tests).
-func Dispense(c goplugin.ClientProtocol) (pb.RuntimeClient, error) {
+func Dispense(c goplugin.ClientProtocol) (RuntimeClient, error) {
 	raw, err := c.Dispense(pluginKey)
 	if err != nil {
 		return nil, err
 	}
-	return raw.(pb.RuntimeClient), nil
+	return raw.(RuntimeClient), nil
 }
 
 // ServerOptions are the gRPC options every runtime server uses, in plugins
@@ -105,12 +88,12 @@ func ServerOptions() []grpc.ServerOption {
 // runMethod is the full gRPC name of Runtime.Run.
 const runMethod = "/rlm.runtime.v1.Runtime/Run"
 
-// acceptRuns sends pb.AcceptedHeader before a Run request is handled: a
+// acceptRuns sends AcceptedHeader before a Run request is handled: a
 // host that then loses the connection knows the program may have started
 // and reports it as crashed instead of running it again.
 func acceptRuns(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if info.FullMethod == runMethod {
-		_ = grpc.SendHeader(ctx, metadata.Pairs(pb.AcceptedHeader, "1"))
+		_ = grpc.SendHeader(ctx, metadata.Pairs(AcceptedHeader, "1"))
 	}
 	return handler(ctx, req)
 }

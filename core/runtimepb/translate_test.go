@@ -1,11 +1,18 @@
-package core
+package runtimepb
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"io/fs"
 	"reflect"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 )
 
@@ -70,9 +77,9 @@ func filled[T any](t *testing.T) T {
 }
 
 // Every field of a result survives the wire both ways; the fields
-// FromProto derives are derived.
+// ResultFromProto derives are derived.
 func TestResultRoundTrip(t *testing.T) {
-	r := filled[Result](t)
+	r := filled[core.Result](t)
 	r.EndedBy = ending.Timeout
 	r.Stdout = "ok \xff" // not UTF-8: its base64 form is derived
 	r.Duration = 1500 * time.Microsecond
@@ -80,9 +87,9 @@ func TestResultRoundTrip(t *testing.T) {
 	for i := range r.Files {
 		r.Files[i].Mode = 0o600
 	}
-	got := FromProto(ResultProto(&r))
+	got := ResultFromProto(ResultProto(&r))
 	want := r
-	want.StdoutBase64 = Base64IfBinary([]byte(r.Stdout))
+	want.StdoutBase64 = core.Base64IfBinary([]byte(r.Stdout))
 	want.TimedOut, want.Truncated = true, true
 	if !reflect.DeepEqual(*got, want) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", *got, want)
@@ -91,13 +98,13 @@ func TestResultRoundTrip(t *testing.T) {
 
 // A runtime that sets only Duration still sends duration_ms.
 func TestResultDurationMs(t *testing.T) {
-	if got := ResultProto(&Result{Duration: 42 * time.Millisecond}).GetDurationMs(); got != 42 {
+	if got := ResultProto(&core.Result{Duration: 42 * time.Millisecond}).GetDurationMs(); got != 42 {
 		t.Errorf("duration_ms = %d, want 42", got)
 	}
 }
 
 func TestProgramRoundTrip(t *testing.T) {
-	p := filled[Program](t)
+	p := filled[core.Program](t)
 	p.Limits.Strict = 0 // the host's: it does not travel
 	p.Context.Kind = "json"
 	if got := ProgramFromProto(ProgramProto(p)); !reflect.DeepEqual(got, p) {
@@ -106,26 +113,26 @@ func TestProgramRoundTrip(t *testing.T) {
 }
 
 func TestSessionRoundTrip(t *testing.T) {
-	o := filled[SessionOptions](t)
+	o := filled[core.SessionOptions](t)
 	o.Limits.Strict = 0
 	o.Context.Kind = "text"
 	// Bridges and ReturnFiles are the host's: callbacks and file requests
 	// travel per cell, not in the open message.
-	o.Bridges, o.ReturnFiles = Bridges{}, false
+	o.Bridges, o.ReturnFiles = core.Bridges{}, false
 	if got := SessionFromProto(SessionProto(o)); !reflect.DeepEqual(got, o) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, o)
 	}
 }
 
 func TestInfoRoundTrip(t *testing.T) {
-	i := filled[Info](t)
+	i := filled[core.Info](t)
 	if got := InfoFromProto(InfoProto(i)); !reflect.DeepEqual(*got, i) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", *got, i)
 	}
 }
 
 func TestQueryRoundTrip(t *testing.T) {
-	q := filled[Query](t)
+	q := filled[core.Query](t)
 	c := QueryProto(7, q)
 	if c.GetCallId() != 7 {
 		t.Errorf("call id = %d, want 7", c.GetCallId())
@@ -139,14 +146,44 @@ func TestQueryRoundTrip(t *testing.T) {
 // which means "the default" (30 s for the wall clock): a --timeout of 1ns
 // is 1 ms, never the default.
 func TestLimitsProtoSubMillisecond(t *testing.T) {
-	l := LimitsProto(Limits{Wall: time.Nanosecond, CPU: 500 * time.Microsecond, InstallTimeout: 999 * time.Microsecond})
+	l := LimitsProto(core.Limits{Wall: time.Nanosecond, CPU: 500 * time.Microsecond, InstallTimeout: 999 * time.Microsecond})
 	if l.GetWallMs() != 1 || l.GetCpuMs() != 1 || l.GetInstallTimeoutMs() != 1 {
 		t.Errorf("sub-millisecond limits on the wire: wall %d, cpu %d, install %d ms; want 1 each", l.GetWallMs(), l.GetCpuMs(), l.GetInstallTimeoutMs())
 	}
-	if l := LimitsProto(Limits{Wall: 2500 * time.Microsecond}); l.GetWallMs() != 2 {
+	if l := LimitsProto(core.Limits{Wall: 2500 * time.Microsecond}); l.GetWallMs() != 2 {
 		t.Errorf("2.5 ms is %d ms on the wire, want 2", l.GetWallMs())
 	}
-	if l := LimitsProto(Limits{}); l.GetWallMs() != 0 || l.GetCpuMs() != 0 || l.GetInstallTimeoutMs() != 0 {
+	if l := LimitsProto(core.Limits{}); l.GetWallMs() != 0 || l.GetCpuMs() != 0 || l.GetInstallTimeoutMs() != 0 {
 		t.Errorf("zero limits must stay 0 (the defaults): %v", l)
+	}
+}
+
+// Every error kind crosses the wire both ways as what it was: a refusal
+// keeps its kind and text, a context's end stays one, an unsupported call
+// and a lost connection are recognisable by errors.Is.
+func TestErrorRoundTrip(t *testing.T) {
+	for _, k := range []core.RefusalKind{core.Invalid, core.Unavailable} {
+		var r *core.RefusedError
+		if err := Error(Status(core.Refuse(k, errors.New("no")))); !errors.As(err, &r) || r.Kind != k || r.Msg != "no" {
+			t.Errorf("refusal of kind %d came back as %#v", k, err)
+		}
+	}
+	for _, e := range []error{context.Canceled, context.DeadlineExceeded} {
+		if got := Error(Status(fmt.Errorf("wrapped: %w", e))); got != e {
+			t.Errorf("%v came back as %v", e, got)
+		}
+	}
+	if err := Error(status.Error(codes.Unimplemented, "x")); !errors.Is(err, core.ErrUnsupported) {
+		t.Errorf("Unimplemented came back as %v", err)
+	}
+	if err := Error(status.Error(codes.Unavailable, "x")); !errors.Is(err, core.ErrRuntimeLost) {
+		t.Errorf("Unavailable came back as %v", err)
+	}
+	if err := Error(Status(errors.New("boom"))); err == nil || err.Error() != "boom" {
+		t.Errorf("an internal error came back as %v", err)
+	}
+	plain := errors.New("not a status")
+	if Error(plain) != plain || Error(nil) != nil || Status(nil) != nil {
+		t.Error("a non-status error (or nil) must pass as it is")
 	}
 }

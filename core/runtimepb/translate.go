@@ -1,6 +1,6 @@
-package core
+package runtimepb
 
-// The translation between the wire's types (core/runtimepb) and core's, in one
+// The translation between the wire's types (this package) and core's, in one
 // place: what crosses a plugin's or the daemon's connection becomes a core
 // type here and nowhere else, on the host's side (Runtime) as on the
 // plugin's (core/plugin's adapter). The ending's translation is
@@ -8,21 +8,19 @@ package core
 // test (translate_test.go) round-trips every field.
 
 import (
-	"encoding/base64"
 	"io/fs"
 	"time"
-	"unicode/utf8"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
-	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
-// FromProto converts the wire result.
-func FromProto(r *pb.Result) *Result {
+// ResultFromProto converts the wire result.
+func ResultFromProto(r *Result) *core.Result {
 	if r == nil {
-		return &Result{EndedBy: ending.Crashed, ExitCode: -1, Error: "no result"}
+		return &core.Result{EndedBy: ending.Crashed, ExitCode: -1, Error: "no result"}
 	}
-	res := &Result{
+	res := &core.Result{
 		Stdout:          string(r.GetStdout()),
 		Stderr:          string(r.GetStderr()),
 		StdoutOmitted:   r.GetStdoutOmitted(),
@@ -31,7 +29,7 @@ func FromProto(r *pb.Result) *Result {
 		Signal:          r.GetSignal(),
 		Error:           r.GetError(),
 		DurationMs:      r.GetDurationMs(),
-		EndedBy:         ending.FromProto(r.GetEndedBy()),
+		EndedBy:         EndedByFromProto(r.GetEndedBy()),
 		StateLost:       r.GetStateLost(),
 		FilesOmitted:    r.GetFilesOmitted(),
 		FuelConsumed:    r.GetFuelConsumed(),
@@ -47,17 +45,17 @@ func FromProto(r *pb.Result) *Result {
 	if res.Duration == 0 {
 		res.Duration = time.Duration(res.DurationMs) * time.Millisecond
 	}
-	res.StdoutBase64, res.StderrBase64 = Base64IfBinary(r.GetStdout()), Base64IfBinary(r.GetStderr())
+	res.StdoutBase64, res.StderrBase64 = core.Base64IfBinary(r.GetStdout()), core.Base64IfBinary(r.GetStderr())
 	res.TimedOut = res.EndedBy == ending.Timeout
 	res.Truncated = res.StdoutOmitted > 0 || res.StderrOmitted > 0
 	res.Files = FilesFromProto(r.GetFiles())
 	return res
 }
 
-// ResultProto converts a result for the wire. The fields FromProto derives
+// ResultProto converts a result for the wire. The fields ResultFromProto derives
 // (TimedOut, Truncated, the base64 forms) do not travel; a DurationMs of 0
 // is taken from Duration, so a runtime sets either.
-func ResultProto(r *Result) *pb.Result {
+func ResultProto(r *core.Result) *Result {
 	if r == nil {
 		return nil
 	}
@@ -65,7 +63,7 @@ func ResultProto(r *Result) *pb.Result {
 	if ms == 0 {
 		ms = r.Duration.Milliseconds()
 	}
-	return &pb.Result{
+	return &Result{
 		Stdout:          []byte(r.Stdout),
 		Stderr:          []byte(r.Stderr),
 		StdoutOmitted:   r.StdoutOmitted,
@@ -75,7 +73,7 @@ func ResultProto(r *Result) *pb.Result {
 		Error:           r.Error,
 		DurationMs:      ms,
 		DurationUs:      r.Duration.Microseconds(),
-		EndedBy:         r.EndedBy.Proto(),
+		EndedBy:         EndedByProto(r.EndedBy),
 		StateLost:       r.StateLost,
 		Files:           filesProto(r.Files),
 		FilesOmitted:    r.FilesOmitted,
@@ -90,30 +88,21 @@ func ResultProto(r *Result) *pb.Result {
 	}
 }
 
-// Base64IfBinary is b in standard base64 when b is not valid UTF-8 (its
-// JSON text form would replace bytes), else "".
-func Base64IfBinary(b []byte) string {
-	if utf8.Valid(b) {
-		return ""
-	}
-	return base64.StdEncoding.EncodeToString(b)
-}
-
 // ProgramProto converts a program for the wire; the caller names the
 // runtime (RunRequest.runtime), which core's Program does not carry.
-func ProgramProto(p Program) *pb.RunRequest {
-	return &pb.RunRequest{
-		Code: []byte(p.Code), Files: filesProto(p.Files), Stdin: p.Stdin, Args: pb.Bytes(p.Args), Env: pb.EnvBytes(p.Env),
+func ProgramProto(p core.Program) *RunRequest {
+	return &RunRequest{
+		Code: []byte(p.Code), Files: filesProto(p.Files), Stdin: p.Stdin, Args: Bytes(p.Args), Env: EnvBytes(p.Env),
 		Requirements: p.Requirements, Install: installProto(p.Install), Limits: LimitsProto(p.Limits),
 		Context: contextProto(p.Context), ReturnFiles: p.ReturnFiles,
 	}
 }
 
 // ProgramFromProto converts a wire request.
-func ProgramFromProto(req *pb.RunRequest) Program {
-	return Program{
+func ProgramFromProto(req *RunRequest) core.Program {
+	return core.Program{
 		Code: string(req.GetCode()), Files: FilesFromProto(req.GetFiles()), Stdin: req.GetStdin(),
-		Args: pb.Strings(req.GetArgs()), Env: pb.EnvStrings(req.GetEnv()), Requirements: req.GetRequirements(),
+		Args: Strings(req.GetArgs()), Env: EnvStrings(req.GetEnv()), Requirements: req.GetRequirements(),
 		Install: installFromProto(req.GetInstall()), Limits: LimitsFromProto(req.GetLimits()),
 		Context: contextFromProto(req.GetContext()), ReturnFiles: req.GetReturnFiles(),
 	}
@@ -121,19 +110,19 @@ func ProgramFromProto(req *pb.RunRequest) Program {
 
 // SessionProto is a session's open message. Bridges and ReturnFiles stay
 // with the host: callbacks and file requests travel per cell.
-func SessionProto(o SessionOptions) *pb.OpenSession {
-	return &pb.OpenSession{Context: contextProto(o.Context), Limits: LimitsProto(o.Limits), Env: pb.EnvBytes(o.Env), Runtime: o.Runtime}
+func SessionProto(o core.SessionOptions) *OpenSession {
+	return &OpenSession{Context: contextProto(o.Context), Limits: LimitsProto(o.Limits), Env: EnvBytes(o.Env), Runtime: o.Runtime}
 }
 
 // SessionFromProto converts an open message.
-func SessionFromProto(o *pb.OpenSession) SessionOptions {
-	return SessionOptions{Runtime: o.GetRuntime(), Context: contextFromProto(o.GetContext()), Limits: LimitsFromProto(o.GetLimits()), Env: pb.EnvStrings(o.GetEnv())}
+func SessionFromProto(o *OpenSession) core.SessionOptions {
+	return core.SessionOptions{Runtime: o.GetRuntime(), Context: contextFromProto(o.GetContext()), Limits: LimitsFromProto(o.GetLimits()), Env: EnvStrings(o.GetEnv())}
 }
 
 // LimitsProto converts limits for the wire. Strict is the host's and does
 // not travel.
-func LimitsProto(l Limits) *pb.Limits {
-	return &pb.Limits{
+func LimitsProto(l core.Limits) *Limits {
+	return &Limits{
 		WallMs:           WireMs(l.Wall),
 		CpuMs:            WireMs(l.CPU),
 		MemoryBytes:      l.MemoryBytes,
@@ -162,8 +151,8 @@ func WireMs(d time.Duration) int64 {
 }
 
 // LimitsFromProto converts wire limits (nil: all zero, the defaults).
-func LimitsFromProto(l *pb.Limits) Limits {
-	return Limits{
+func LimitsFromProto(l *Limits) core.Limits {
+	return core.Limits{
 		Wall:           time.Duration(l.GetWallMs()) * time.Millisecond,
 		CPU:            time.Duration(l.GetCpuMs()) * time.Millisecond,
 		MemoryBytes:    l.GetMemoryBytes(),
@@ -180,24 +169,24 @@ func LimitsFromProto(l *pb.Limits) Limits {
 }
 
 // filesProto converts files for the wire.
-func filesProto(files []File) []*pb.File {
-	var out []*pb.File
+func filesProto(files []core.File) []*File {
+	var out []*File
 	for _, f := range files {
-		out = append(out, &pb.File{Path: f.Path, Data: f.Data, Size: f.Size, Change: f.Change, Mode: uint32(f.Mode.Perm())})
+		out = append(out, &File{Path: f.Path, Data: f.Data, Size: f.Size, Change: f.Change, Mode: uint32(f.Mode.Perm())})
 	}
 	return out
 }
 
 // FilesFromProto converts wire files.
-func FilesFromProto(files []*pb.File) []File {
-	var out []File
+func FilesFromProto(files []*File) []core.File {
+	var out []core.File
 	for _, f := range files {
-		out = append(out, File{Path: f.GetPath(), Size: f.GetSize(), Change: f.GetChange(), Data: f.GetData(), Mode: fs.FileMode(f.GetMode()).Perm()})
+		out = append(out, core.File{Path: f.GetPath(), Size: f.GetSize(), Change: f.GetChange(), Data: f.GetData(), Mode: fs.FileMode(f.GetMode()).Perm()})
 	}
 	return out
 }
 
-func contextProto(c *Context) *pb.Context {
+func contextProto(c *core.Context) *Context {
 	if c == nil {
 		return nil
 	}
@@ -205,33 +194,33 @@ func contextProto(c *Context) *pb.Context {
 	if k == "" {
 		k = "text"
 	}
-	return &pb.Context{Data: c.Data, Kind: k}
+	return &Context{Data: c.Data, Kind: k}
 }
 
-func contextFromProto(c *pb.Context) *Context {
+func contextFromProto(c *Context) *core.Context {
 	if c == nil {
 		return nil
 	}
-	return &Context{Data: c.GetData(), Kind: c.GetKind()}
+	return &core.Context{Data: c.GetData(), Kind: c.GetKind()}
 }
 
-func installProto(o *InstallOptions) *pb.InstallOptions {
+func installProto(o *core.InstallOptions) *InstallOptions {
 	if o == nil {
 		return nil
 	}
-	return &pb.InstallOptions{IndexUrl: o.IndexURL, FindLinks: o.FindLinks, NoIndex: o.NoIndex, NpmRegistry: o.NPMRegistry}
+	return &InstallOptions{IndexUrl: o.IndexURL, FindLinks: o.FindLinks, NoIndex: o.NoIndex, NpmRegistry: o.NPMRegistry}
 }
 
-func installFromProto(o *pb.InstallOptions) *InstallOptions {
+func installFromProto(o *InstallOptions) *core.InstallOptions {
 	if o == nil {
 		return nil
 	}
-	return &InstallOptions{IndexURL: o.GetIndexUrl(), FindLinks: o.GetFindLinks(), NoIndex: o.GetNoIndex(), NPMRegistry: o.GetNpmRegistry()}
+	return &core.InstallOptions{IndexURL: o.GetIndexUrl(), FindLinks: o.GetFindLinks(), NoIndex: o.GetNoIndex(), NPMRegistry: o.GetNpmRegistry()}
 }
 
 // InfoProto converts a runtime's declaration for the wire.
-func InfoProto(i Info) *pb.InfoResponse {
-	return &pb.InfoResponse{
+func InfoProto(i core.Info) *InfoResponse {
+	return &InfoResponse{
 		Name: i.Name, PluginVersion: i.PluginVersion, Language: i.Language,
 		FileExtension: i.FileExtension, RuntimeVersion: i.RuntimeVersion,
 		Capabilities: i.Capabilities, Available: i.Available,
@@ -241,8 +230,8 @@ func InfoProto(i Info) *pb.InfoResponse {
 }
 
 // InfoFromProto converts the wire's declaration.
-func InfoFromProto(i *pb.InfoResponse) *Info {
-	return &Info{
+func InfoFromProto(i *InfoResponse) *core.Info {
+	return &core.Info{
 		Name: i.GetName(), PluginVersion: i.GetPluginVersion(), Language: i.GetLanguage(),
 		FileExtension: i.GetFileExtension(), RuntimeVersion: i.GetRuntimeVersion(),
 		Capabilities: i.GetCapabilities(), Available: i.GetAvailable(),
@@ -253,11 +242,11 @@ func InfoFromProto(i *pb.InfoResponse) *Info {
 
 // QueryProto converts a cell's query for the wire; id is the call's, which
 // its reply names.
-func QueryProto(id uint64, q Query) *pb.Callback {
-	return &pb.Callback{CallId: id, Kind: q.Kind, Prompts: q.Prompts, Contexts: q.Contexts, HasContext: q.HasContext, Model: q.Model}
+func QueryProto(id uint64, q core.Query) *Callback {
+	return &Callback{CallId: id, Kind: q.Kind, Prompts: q.Prompts, Contexts: q.Contexts, HasContext: q.HasContext, Model: q.Model}
 }
 
 // QueryFromProto converts the wire's query.
-func QueryFromProto(c *pb.Callback) Query {
-	return Query{Kind: c.GetKind(), Prompts: c.GetPrompts(), Contexts: c.GetContexts(), HasContext: c.GetHasContext(), Model: c.GetModel()}
+func QueryFromProto(c *Callback) core.Query {
+	return core.Query{Kind: c.GetKind(), Prompts: c.GetPrompts(), Contexts: c.GetContexts(), HasContext: c.GetHasContext(), Model: c.GetModel()}
 }

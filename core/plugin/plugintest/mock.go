@@ -1,5 +1,7 @@
-// Package plugintest is a mock runtime for tests (after Nomad's
-// plugins/base/testing.go). Runtime implements the runtime service by
+// Package plugintest is what a plugin's tests use: the session contract
+// every REPL runtime must pass (session.go), and a mock runtime (after
+// Nomad's plugins/base/testing.go) for tests of the host's side. Runtime
+// implements the runtime service by
 // calling its function fields, so each test writes only the calls it
 // needs; Connect serves it in process over go-plugin's own gRPC transport
 // (plugin.TestPluginGRPCConn), so the test talks to it through the client a
@@ -17,7 +19,6 @@ import (
 
 	goplugin "github.com/hashicorp/go-plugin"
 
-	"github.com/rlmkit/rlm/core/plugin"
 	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
@@ -66,13 +67,13 @@ func (r *Runtime) Session(stream pb.Runtime_SessionServer) error {
 }
 
 // Connect serves impl in process and returns a client of it, as
-// go-plugin's host side dispenses it (core/plugin.Dispense), and a function
+// go-plugin's host side dispenses it (core/pb.Dispense), and a function
 // that closes the connection and stops the server; the test's cleanup calls
 // it too, so a test need not.
 func Connect(t testing.TB, impl pb.RuntimeServer) (pb.RuntimeClient, func()) {
 	t.Helper()
-	client, server := goplugin.TestPluginGRPCConn(t, false, plugin.PluginSet(impl))
-	c, err := plugin.Dispense(client)
+	client, server := goplugin.TestPluginGRPCConn(t, false, pb.PluginSet(impl))
+	c, err := pb.Dispense(client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func WritePlugin(t testing.TB, dir, name string, env ...string) {
 		fmt.Fprintf(&script, "%s=%q ", k, v)
 	}
 	fmt.Fprintf(&script, "exec %q \"$@\"\n", exe)
-	if err := os.WriteFile(filepath.Join(dir, plugin.Prefix+name), []byte(script.String()), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, pb.Prefix+name), []byte(script.String()), 0o755); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -112,7 +113,7 @@ func WritePlugin(t testing.TB, dir, name string, env ...string) {
 // under any other name it runs the tests. The tests then launch real
 // plugins, over real gRPC, without building them.
 func Main(m *testing.M, mains map[string]func()) {
-	if name, ok := strings.CutPrefix(filepath.Base(os.Args[0]), plugin.Prefix); ok {
+	if name, ok := strings.CutPrefix(filepath.Base(os.Args[0]), pb.Prefix); ok {
 		if main, ok := mains[name]; ok {
 			main()
 			os.Exit(0)
@@ -130,7 +131,7 @@ func LinkPlugins(t testing.TB, dir string, names ...string) {
 		t.Fatal(err)
 	}
 	for _, n := range names {
-		if err := os.Symlink(self, filepath.Join(dir, plugin.Prefix+n)); err != nil {
+		if err := os.Symlink(self, filepath.Join(dir, pb.Prefix+n)); err != nil {
 			t.Fatal(err)
 		}
 	}

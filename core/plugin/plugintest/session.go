@@ -1,7 +1,8 @@
-// Package sessiontest holds checks that every REPL runtime must pass, so
-// the native and the WebAssembly Python (and a third party's runtime) are
-// held to one contract by the same code.
-package sessiontest
+package plugintest
+
+// The checks every REPL runtime must pass (CheckBridges and the rest), so
+// that the native and the WebAssembly Python, and a third party's runtime,
+// are held to one contract by the same code.
 
 import (
 	"context"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/client"
 )
 
 // BridgeContext is the context CheckBridges expects the session to have
@@ -158,7 +160,7 @@ del _saved`,
 // not receive (a name with '=', one a sandbox's /bin/sh would drop, a
 // value with NUL): each open must fail, naming the variable, rather than
 // start an interpreter with another environment than the one asked for.
-func CheckEnvRefused(t testing.TB, rt *core.Runtime) {
+func CheckEnvRefused(t testing.TB, rt *client.Runtime) {
 	t.Helper()
 	for name, value := range map[string]string{"A=B": "1", "BAD NAME": "1", "NUL": "a\x00b"} {
 		s, err := rt.OpenSession(context.Background(), core.SessionOptions{Env: map[string]string{name: value}})

@@ -1,4 +1,4 @@
-package core_test
+package client_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/plugin/plugintest"
 	pb "github.com/rlmkit/rlm/core/runtimepb"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
@@ -14,12 +15,12 @@ import (
 
 // countingInfo is a mock runtime declaring isolation none whose Info calls
 // are counted.
-func countingInfo(t *testing.T, calls *atomic.Int64) *core.Runtime {
+func countingInfo(t *testing.T, calls *atomic.Int64) *client.Runtime {
 	c, stop := plugintest.Connect(t, &plugintest.Runtime{InfoF: func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
 		calls.Add(1)
 		return &pb.InfoResponse{Available: true, IsolationLevels: []string{"none"}}, nil
 	}})
-	return core.NewRuntime("x", "fake", c, stop, isolate.Available)
+	return client.NewRuntime("x", "fake", c, stop, isolate.Available)
 }
 
 // A runtime asks its plugin's Info once for what it declares, and not at

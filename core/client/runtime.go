@@ -1,8 +1,7 @@
-package core
+package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -11,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/isolation"
 	pb "github.com/rlmkit/rlm/core/runtimepb"
@@ -32,7 +32,7 @@ type Runtime struct {
 	host isolation.Probe
 
 	mu   sync.Mutex
-	info *Info // cached by declaration
+	info *core.Info // cached by declaration
 }
 
 // NewRuntime wraps a connected client; close (may be nil) ends the
@@ -52,42 +52,12 @@ func (r *Runtime) Close() {
 }
 
 // Info asks the runtime what it is.
-func (r *Runtime) Info(ctx context.Context) (*Info, error) {
+func (r *Runtime) Info(ctx context.Context) (*core.Info, error) {
 	info, err := r.Client.Info(ctx, &pb.InfoRequest{Runtime: r.Name})
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, pb.Error(err)
 	}
-	return InfoFromProto(info), nil
-}
-
-// Program is one stateless run.
-type Program struct {
-	Code         string
-	Files        []File
-	Stdin        []byte
-	Args         []string
-	Env          map[string]string
-	Requirements []string
-	Install      *InstallOptions
-	Limits       Limits
-	Context      *Context
-	ReturnFiles  bool
-}
-
-// Context is a session's `context` value.
-type Context struct {
-	Data []byte
-	// Kind is "text" (a str in Python) or "json" (decoded).
-	Kind string
-}
-
-// InstallOptions say where a program's requirements are installed from
-// (pip's and npm's own options); nil means the tools' defaults.
-type InstallOptions struct {
-	IndexURL    string
-	FindLinks   []string
-	NoIndex     bool
-	NPMRegistry string
+	return pb.InfoFromProto(info), nil
 }
 
 // Run executes one program.
@@ -97,24 +67,24 @@ type InstallOptions struct {
 // is a RefusedError and nothing runs. A plugin that reports another level
 // than the one it was asked for broke its declaration: that is an error,
 // not a result.
-func (r *Runtime) Run(ctx context.Context, p Program) (*Result, error) {
+func (r *Runtime) Run(ctx context.Context, p core.Program) (*core.Result, error) {
 	limits, err := r.Sandbox(ctx, p.Limits, false)
 	if err != nil {
 		return nil, err
 	}
 	p.Limits = limits
-	req := ProgramProto(p)
+	req := pb.ProgramProto(p)
 	req.Runtime = r.Name
 	var hdr metadata.MD
 	res, err := r.Client.Run(ctx, req, grpc.Header(&hdr))
 	if err != nil {
 		if lost := RunLost(ctx, err, hdr); lost != "" {
-			return &Result{EndedBy: ending.Crashed, ExitCode: -1, Backend: r.Backend,
-				Error: fmt.Sprintf("the %s runtime (%s) exited while the program was running (%s); %s", r.Name, r.Backend, lost, PartlyRun)}, nil
+			return &core.Result{EndedBy: ending.Crashed, ExitCode: -1, Backend: r.Backend,
+				Error: fmt.Sprintf("the %s runtime (%s) exited while the program was running (%s); %s", r.Name, r.Backend, lost, core.PartlyRun)}, nil
 		}
-		return nil, rpcError(err)
+		return nil, pb.Error(err)
 	}
-	out := FromProto(res)
+	out := pb.ResultFromProto(res)
 	if out.Backend == "" {
 		out.Backend = r.Backend
 	}
@@ -126,9 +96,6 @@ func (r *Runtime) Run(ctx context.Context, p Program) (*Result, error) {
 	}
 	return out, nil
 }
-
-// PartlyRun ends the error of a run whose plugin died under it.
-const PartlyRun = "the program may have partly run, and it was not run again"
 
 // RunLost says, for a failed Run call, whether the connection was lost
 // after the server accepted the request (pb.AcceptedHeader in hdr): the
@@ -149,50 +116,7 @@ func RunLost(ctx context.Context, err error, hdr metadata.MD) string {
 func (r *Runtime) Check(ctx context.Context, code string) (ok bool, msg string, err error) {
 	res, err := r.Client.Check(ctx, &pb.CheckRequest{Code: []byte(code), Runtime: r.Name})
 	if err != nil {
-		return false, "", rpcError(err)
+		return false, "", pb.Error(err)
 	}
 	return res.GetOk(), res.GetMessage(), nil
 }
-
-// ErrUnsupported is returned for an operation the runtime does not offer.
-var ErrUnsupported = errors.New("not supported by this runtime")
-
-// ErrRuntimeLost is wrapped by the error of a call whose plugin or daemon
-// went away (gRPC Unavailable): a caller that keeps a runtime, such as the
-// HTTP server, checks it with errors.Is and launches the plugin again.
-var ErrRuntimeLost = errors.New("runtime connection lost (the plugin or daemon exited)")
-
-// rpcError turns gRPC status errors into plain errors a user can read.
-func rpcError(err error) error {
-	if err == nil {
-		return nil
-	}
-	st, ok := status.FromError(err)
-	if !ok {
-		return err
-	}
-	switch st.Code() {
-	case codes.Unimplemented:
-		return fmt.Errorf("%w: %s", ErrUnsupported, st.Message())
-	case codes.Unavailable:
-		return fmt.Errorf("%w: %s", ErrRuntimeLost, st.Message())
-	case codes.Canceled:
-		return context.Canceled
-	case codes.DeadlineExceeded:
-		return context.DeadlineExceeded
-	case codes.InvalidArgument, codes.FailedPrecondition:
-		return &RefusedError{Code: st.Code(), Msg: st.Message()}
-	}
-	return errors.New(st.Message())
-}
-
-// RefusedError is a runtime's refusal of a request: InvalidArgument (the
-// request is wrong, say a file clashing with the program file) or
-// FailedPrecondition (the runtime cannot run here). Its text is the
-// runtime's message alone; the code lets a server answer 400 or 503.
-type RefusedError struct {
-	Code codes.Code
-	Msg  string
-}
-
-func (e *RefusedError) Error() string { return e.Msg }
