@@ -25,7 +25,9 @@ var Valid = []string{Auto, Daemon, Native, Pyodide}
 // Options say how to find runtimes.
 type Options struct {
 	Backend string
-	Plugins launch.SearchPath
+	// Plugins are the directories searched for plugins, in order
+	// (cmdutil builds rlm's from DESIGN.md's discovery order).
+	Plugins []string
 	// DaemonSocket is the daemon's socket path ("" for the default).
 	DaemonSocket string
 	// DaemonDial connects to the daemon; nil means no daemon support
@@ -81,7 +83,7 @@ func Open(ctx context.Context, runtime string, o Options) (*Runtime, error) {
 	if err != nil || runtime != "python" || available {
 		return rt, err
 	}
-	if _, perr := o.Plugins.Find(Pyodide); perr != nil {
+	if _, perr := launch.SearchPath(o.Plugins).Find(Pyodide); perr != nil {
 		return rt, nil // native it is; its Run will say why it cannot
 	}
 	rt.Close()

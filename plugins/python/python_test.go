@@ -109,7 +109,7 @@ func TestBridgesReachGo(t *testing.T) {
 
 // The helpers a cell sees behave as sessiontest holds every Python to.
 // A session environment no program could receive is refused at open.
-func TestSessionEnvRefused(t *testing.T) { plugintest.CheckEnvRefused(t, startRuntime(t)) }
+func TestSessionEnvRefused(t *testing.T) { plugintest.CheckEnvRefused(t, startRuntime(t).OpenSession) }
 
 func TestHelpers(t *testing.T) {
 	plugintest.CheckHelpers(t, open(t, startRuntime(t), core.SessionOptions{

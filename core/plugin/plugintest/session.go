@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/rlmkit/rlm/core"
-	"github.com/rlmkit/rlm/core/client"
 )
 
 // BridgeContext is the context CheckBridges expects the session to have
@@ -156,14 +155,15 @@ del _saved`,
 	}
 }
 
-// CheckEnvRefused opens sessions of rt whose environment a program could
+// CheckEnvRefused opens sessions with open (a runtime's OpenSession)
+// whose environment a program could
 // not receive (a name with '=', one a sandbox's /bin/sh would drop, a
 // value with NUL): each open must fail, naming the variable, rather than
 // start an interpreter with another environment than the one asked for.
-func CheckEnvRefused(t testing.TB, rt *client.Runtime) {
+func CheckEnvRefused(t testing.TB, open core.SandboxFactory) {
 	t.Helper()
 	for name, value := range map[string]string{"A=B": "1", "BAD NAME": "1", "NUL": "a\x00b"} {
-		s, err := rt.OpenSession(context.Background(), core.SessionOptions{Env: map[string]string{name: value}})
+		s, err := open(context.Background(), core.SessionOptions{Env: map[string]string{name: value}})
 		if err == nil {
 			s.Close()
 			t.Errorf("a session with env %q=%q opened; want it refused", name, value)

@@ -84,7 +84,7 @@ func (f *Factory) Config() (config.Config, string, error) {
 }
 
 // SearchPath is where plugins are looked for.
-func (f *Factory) SearchPath() launch.SearchPath {
+func (f *Factory) SearchPath() []string {
 	cfg, _, _ := f.Config()
 	return launch.DefaultSearchPath(f.PluginDirs, cfg.PluginDirs)
 }
