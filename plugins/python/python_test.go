@@ -366,3 +366,15 @@ func TestCellFiles(t *testing.T) {
 		}
 	}
 }
+
+// The python plugin, launched and reached over RPC as rlm reaches it,
+// keeps the contract every runtime's Run keeps (plugintest.CheckRun).
+func TestRunContract(t *testing.T) {
+	plugintest.CheckRun(t, startRuntime(t).Run, plugintest.Programs{
+		Hello:     "import sys\nprint('hello')\nprint('oops', file=sys.stderr)",
+		Exit3:     "raise SystemExit(3)",
+		Echo:      "import os, sys\nsys.stdout.write(sys.stdin.read())\nprint(os.environ['RLM_CHECK'])",
+		WriteFile: "open('out.txt', 'w').write('data')",
+		Spin:      "while True:\n    pass",
+	})
+}

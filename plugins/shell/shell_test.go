@@ -12,6 +12,7 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin"
+	"github.com/rlmkit/rlm/core/plugin/plugintest"
 	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
@@ -78,4 +79,25 @@ func TestInfo(t *testing.T) {
 	if info.Available || info.UnavailableReason != "'bash' not found in PATH" {
 		t.Errorf("without bash: available=%v reason=%q", info.Available, info.UnavailableReason)
 	}
+}
+
+// The shell runtime keeps the contract every runtime's Run keeps, through
+// the adapter (plugintest.CheckRun).
+func TestRunContract(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	srv := plugin.NewServer(New())
+	run := func(ctx context.Context, p core.Program) (*core.Result, error) {
+		res, err := srv.Run(ctx, pb.ProgramProto(p))
+		if err != nil {
+			return nil, pb.Error(err)
+		}
+		return pb.ResultFromProto(res), nil
+	}
+	plugintest.CheckRun(t, run, plugintest.Programs{
+		Hello:     `echo hello; echo oops >&2`,
+		Exit3:     `exit 3`,
+		Echo:      `cat; echo "$RLM_CHECK"`,
+		WriteFile: `printf data > out.txt`,
+		Spin:      `while :; do :; done`,
+	})
 }
