@@ -123,7 +123,9 @@ func TestPluginSession(t *testing.T) {
 
 // A session environment no program could receive is refused at open, as
 // on the native Python.
-func TestPluginSessionEnvRefused(t *testing.T) { plugintest.CheckEnvRefused(t, startRuntime(t).OpenSession) }
+func TestPluginSessionEnvRefused(t *testing.T) {
+	plugintest.CheckEnvRefused(t, startRuntime(t).OpenSession)
+}
 
 // The helpers a cell sees behave as sessiontest holds every Python to,
 // the native one included.
