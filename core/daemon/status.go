@@ -1,0 +1,74 @@
+package daemon
+
+import (
+	"os"
+	"time"
+
+	"github.com/rlmkit/rlm/internal/host/pool"
+)
+
+// RuntimeStatus is one runtime's line in the daemon's status.
+type RuntimeStatus struct {
+	Name string `json:"name"`
+	// Pooled runtimes keep warm workers.
+	Pooled  bool        `json:"pooled"`
+	Workers *pool.Stats `json:"workers,omitempty"`
+	// Sessions is the number of sessions served, WarmSessions how many of
+	// them from the pool.
+	Sessions     int64 `json:"sessions"`
+	WarmSessions int64 `json:"warm_sessions"`
+	Runs         int64 `json:"runs"`
+	WarmRuns     int64 `json:"warm_runs"`
+	// WorkersLost counts workers that died while serving a client (the
+	// client got an error).
+	WorkersLost int64 `json:"workers_lost"`
+	// PluginRunning: a plugin process for this runtime is up; PluginStarts
+	// counts launches (two processes per runtime, one for programs and one
+	// for sessions; more when one died and was started again).
+	PluginRunning bool   `json:"plugin_running"`
+	PluginStarts  int    `json:"plugin_starts"`
+	PluginPath    string `json:"plugin_path,omitempty"`
+}
+
+// Status is what `rlm daemon status` shows.
+type Status struct {
+	PID      int             `json:"pid"`
+	Started  time.Time       `json:"started"`
+	Uptime   float64         `json:"uptime_seconds"`
+	Socket   string          `json:"socket"`
+	Workers  int             `json:"workers_per_runtime"`
+	Runtimes []RuntimeStatus `json:"runtimes"`
+}
+
+// Status reports the daemon's state.
+func (s *Server) Status() Status {
+	st := Status{
+		PID: os.Getpid(), Started: s.started, Uptime: time.Since(s.started).Seconds(),
+		Socket: s.paths.Socket, Runtimes: []RuntimeStatus{},
+	}
+	s.mu.Lock()
+	st.Workers = s.cfg.Workers
+	s.mu.Unlock()
+	for _, h := range s.hostList() {
+		rs := RuntimeStatus{
+			Name: h.name, Pooled: h.pool != nil,
+			Sessions: h.sessions.Load(), WarmSessions: h.warmHits.Load(),
+			Runs: h.runs.Load(), WarmRuns: h.warmRuns.Load(), WorkersLost: h.workersLost.Load(),
+		}
+		if h.pool != nil {
+			ps := h.pool.Stats()
+			rs.Workers = &ps
+		}
+		h.mu.Lock()
+		rs.PluginStarts = h.launches
+		for _, p := range h.plugs {
+			if p != nil && !p.Exited() {
+				rs.PluginRunning = true
+				rs.PluginPath = p.Path
+			}
+		}
+		h.mu.Unlock()
+		st.Runtimes = append(st.Runtimes, rs)
+	}
+	return st
+}
