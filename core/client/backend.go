@@ -70,9 +70,9 @@ func Open(ctx context.Context, runtime string, o Options) (*Runtime, error) {
 			return nil, &core.RefusedError{Kind: core.Invalid,
 				Msg: fmt.Sprintf("the pyodide backend runs python only, not %s: drop -b pyodide (or use -b native) for %s", runtime, runtime)}
 		}
-		return startPlugin(ctx, Pyodide, runtime, Pyodide, o)
+		return Launch(ctx, o.Plugins, Pyodide, runtime, Pyodide)
 	case Native:
-		return startPlugin(ctx, runtime, runtime, Native, o)
+		return Launch(ctx, o.Plugins, runtime, runtime, Native)
 	}
 	if o.DaemonAlive != nil && o.DaemonAlive(ctx, o.DaemonSocket) && o.DaemonDial != nil {
 		if rt, err := o.DaemonDial(ctx, o.DaemonSocket, runtime); err == nil {
@@ -87,18 +87,21 @@ func Open(ctx context.Context, runtime string, o Options) (*Runtime, error) {
 		return rt, nil // native it is; its Run will say why it cannot
 	}
 	rt.Close()
-	return startPlugin(ctx, Pyodide, runtime, Pyodide, o)
+	return Launch(ctx, o.Plugins, Pyodide, runtime, Pyodide)
 }
 
-// startPlugin launches pluginName to serve runtime through the catalog,
-// which fingerprints it: the runtime needs no second Info to know what the
-// plugin declares.
-func startPlugin(ctx context.Context, pluginName, runtime, backend string, o Options) (*Runtime, error) {
-	rt, _, err := start(ctx, pluginName, runtime, backend, o)
+// Launch starts the plugin called pluginName, found on the search path
+// plugins (directories, in order), to serve runtime, reported as backend.
+// It goes through the catalog, which fingerprints the plugin: the runtime
+// needs no second Info to know what the plugin declares, and knows when
+// the process exits (Runtime.Exited). A plugin that is not found is a
+// launch.NotFoundError. Closing the runtime kills the plugin.
+func Launch(ctx context.Context, plugins []string, pluginName, runtime, backend string) (*Runtime, error) {
+	rt, _, err := start(ctx, pluginName, runtime, backend, Options{Plugins: plugins})
 	return rt, err
 }
 
-// start is startPlugin that also says whether the plugin is available here.
+// start is Launch that also says whether the plugin is available here.
 func start(ctx context.Context, pluginName, runtime, backend string, o Options) (*Runtime, bool, error) {
 	p, err := catalog.Open(ctx, o.Plugins, pluginName, runtime)
 	if err != nil {
@@ -106,6 +109,7 @@ func start(ctx context.Context, pluginName, runtime, backend string, o Options) 
 	}
 	rt := NewRuntime(runtime, backend, p.Client, p.Kill, isolate.Available)
 	rt.Plugin = p.Path
+	rt.exited = p.Exited
 	if p.Info != nil {
 		rt.SetDeclared(p.Info)
 	}

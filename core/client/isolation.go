@@ -44,6 +44,14 @@ func (r *Runtime) SetDeclared(info *core.Info) {
 	r.info = info
 }
 
+// declared is the Info Declared would return without asking: nil when the
+// plugin has not declared itself yet.
+func (r *Runtime) declared() *core.Info {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.info
+}
+
 // pluginName names the plugin in messages: its path when known.
 func (r *Runtime) pluginName() string {
 	if r.Plugin != "" {

@@ -28,6 +28,9 @@ type Runtime struct {
 	Plugin string
 	Client pb.RuntimeClient
 	close  func()
+	// exited reports whether the plugin process behind the connection
+	// ended; nil when unknown (see Exited).
+	exited func() bool
 	// host is what this host can enforce; see ResolveIsolation.
 	host isolation.Probe
 
@@ -50,6 +53,11 @@ func (r *Runtime) Close() {
 		r.close = nil
 	}
 }
+
+// Exited reports whether the plugin process this runtime launched has
+// ended (crashed or killed). It is false when that is not known: a
+// connection to the daemon, or a runtime built with NewRuntime.
+func (r *Runtime) Exited() bool { return r.exited != nil && r.exited() }
 
 // Info asks the runtime what it is.
 func (r *Runtime) Info(ctx context.Context) (*core.Info, error) {
