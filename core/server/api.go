@@ -338,12 +338,12 @@ func (s *Server) Runtimes(ctx context.Context) []RuntimeInfo {
 	for i, m := range s.cfg.Modes {
 		ri := RuntimeInfo{Name: m, Default: i == 0, Isolation: s.cfg.Limits.Isolation,
 			SessionIsolation: s.sessionLimits().Isolation, Capabilities: []string{}}
-		err := s.slots[m].ping(ctx)
+		err := s.slots[m].Ping(ctx)
 		ri.Available = err == nil
 		if err != nil {
 			ri.Error = err.Error()
 		}
-		if info := s.slots[m].current(); info != nil {
+		if info := s.slots[m].Declared(); info != nil {
 			ri.RuntimeVersion, ri.PluginVersion = info.RuntimeVersion, info.PluginVersion
 			ri.FileExtension, ri.Backend = info.FileExtension, info.Backend
 			ri.Capabilities = append(ri.Capabilities, info.Capabilities...)

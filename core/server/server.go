@@ -12,15 +12,20 @@
 //
 //   - One plugin process per runtime lives as long as the Server; every
 //     request is a call on it (the plugin runs calls concurrently), and a
-//     plugin that dies is launched again on the next call.
+//     plugin that dies is launched again on the next call. The keeping and
+//     relaunching is client.Supervisor's, which the daemon uses too; what
+//     is serve's own (a runtime must be available here, errors are 503s)
+//     is in runtimes.go.
 //   - At most MaxConcurrent runs (and session cells) are in flight; up to
 //     Queue more wait at most QueueWait for a slot; anything beyond is
 //     answered 429 with Retry-After at once, before its body is read, so
 //     the memory held in request bodies is bounded as well.
 //   - A plugin that died is relaunched and the call that found it dead is
-//     made once more (it may have died while idle). Programs are stateless,
-//     so the cost of the retry is that a program which kills its own
-//     plugin runs twice; it then gets 503.
+//     made once more when it died before taking the request (while idle).
+//     A program whose plugin dies once it has the request (one that kills
+//     its own plugin) is never run twice: it ends crashed ("may have
+//     partly run"). A plugin that dies twice before taking a request is a
+//     503.
 //   - User mistakes are 4xx, never 500: what the runtime itself refuses
 //     (core.RefusedError, InvalidArgument) is 400.
 //   - A request's context is the run's context: a client that disconnects
@@ -107,7 +112,7 @@ type Config struct {
 // and plugin.
 type Server struct {
 	cfg      Config
-	slots    map[string]*runtimeSlot
+	slots    map[string]*client.Supervisor
 	limit    *limiter
 	sessions *sessionTable
 	warm     *warmSessions
@@ -163,7 +168,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg:     cfg,
-		slots:   map[string]*runtimeSlot{},
+		slots:   map[string]*client.Supervisor{},
 		limit:   newLimiter(cfg.MaxConcurrent, cfg.Queue, cfg.QueueWait),
 		metrics: newMetrics(),
 		started: time.Now(),
@@ -177,17 +182,15 @@ func New(cfg Config) (*Server, error) {
 	for i, m := range cfg.Modes {
 		m = Canonical(m)
 		cfg.Modes[i] = m
-		slot := &runtimeSlot{name: m, open: cfg.Open, onRestart: func(name string) {
+		sup := supervise(m, cfg.Open, func(name string) {
 			s.metrics.restarts.WithLabelValues(name).Inc()
 			cfg.Logger.Warn("runtime relaunched", "language", name)
-		}}
+		})
 		if rt := cfg.Runtimes[m]; rt != nil {
-			slot.rt, slot.gen = rt, 1
-			if info, err := rt.Declared(context.Background()); err == nil {
-				slot.info = info
-			}
+			_, _ = rt.Declared(context.Background()) // cached for /health
+			sup.Adopt(rt)
 		}
-		s.slots[m] = slot
+		s.slots[m] = sup
 	}
 	s.sessions = newSessionTable(cfg.MaxSessions, cfg.SessionIdle, func(n int) { s.metrics.sessions.Set(float64(n)) })
 	s.warm = &warmSessions{srv: s, pools: map[string]*pool.Pool[*warmSession]{}}
@@ -218,7 +221,7 @@ func (s *Server) Close() {
 	s.warm.close()
 	s.sessions.closeAll()
 	for _, sl := range s.slots {
-		sl.close()
+		sl.Close()
 	}
 }
 
@@ -411,10 +414,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	for i, m := range s.cfg.Modes {
-		err := s.slots[m].ping(ctx)
-		if info := s.slots[m].current(); info != nil {
+		err := s.slots[m].Ping(ctx)
+		if info := s.slots[m].Declared(); info != nil {
 			h.Runtimes[m] = info.RuntimeVersion
-			h.RuntimeIsolation[m] = s.slots[m].isolation(s.cfg.Limits.Isolation)
+			h.RuntimeIsolation[m] = runtimeIsolation(s.slots[m], s.cfg.Limits.Isolation)
 		}
 		if err != nil && i == 0 {
 			h.Status, h.Error = "unavailable", err.Error()

@@ -55,7 +55,7 @@ func (ws *warmSessions) get(ctx context.Context, lang string) (*warmSession, err
 		if err != nil {
 			return nil, err
 		}
-		if slot.generation() == w.gen {
+		if slot.Generation() == w.gen {
 			return w, nil
 		}
 		_ = w.Close() // its plugin was relaunched since
@@ -80,7 +80,7 @@ func (ws *warmSessions) open(ctx context.Context, lang string) (*warmSession, er
 	slot := ws.srv.slots[lang]
 	var gen int
 	sess, err := withRuntime(ctx, slot, func(rt *client.Runtime) (core.Session, error) {
-		gen = slot.generation()
+		gen = slot.Generation()
 		return rt.OpenSession(ctx, core.SessionOptions{
 			Runtime: lang, Bridges: ws.srv.cfg.Bridges,
 			Limits: ws.srv.sessionLimits(), ReturnFiles: true,
