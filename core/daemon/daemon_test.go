@@ -6,12 +6,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/client"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/internal/host/launch"
 	"github.com/rlmkit/rlm/internal/testutil"
 )
@@ -327,6 +329,57 @@ func TestRunServedAsWarmCellOrProxied(t *testing.T) {
 	info, err := rt.Info(ctx)
 	if err != nil || info.RuntimeVersion != "Fake 1.0" || info.Backend != BackendName {
 		t.Fatalf("info: %v %v", info, err)
+	}
+}
+
+// The plugin that serves proxied runs is kept (client.Supervisor): killed
+// while idle, it is launched again for the next run, which gets its
+// answer; a program whose plugin dies while running it ends crashed and is
+// not run again.
+func TestRunPluginRelaunchedAfterDeath(t *testing.T) {
+	r := startDaemon(t, 0)
+	rt := dialFake(t, r)
+	ctx := context.Background()
+	pid := func() int {
+		t.Helper()
+		res, err := rt.Run(ctx, core.Program{Code: "pid"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.Atoi(res.Stdout)
+		if err != nil {
+			t.Fatalf("pid: %+v", res)
+		}
+		return n
+	}
+	first := pid()
+	if p := pid(); p != first {
+		t.Fatalf("second run in process %d, want the first plugin %d", p, first)
+	}
+	starts := fakeStatus(t, r).PluginStarts
+	proc, err := os.FindProcess(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if p := pid(); p == first {
+		t.Fatalf("the killed plugin %d answered", first)
+	}
+	if rs := fakeStatus(t, r); rs.PluginStarts != starts+1 || !rs.PluginRunning {
+		t.Fatalf("after the kill: %d starts (was %d), running %v", rs.PluginStarts, starts, rs.PluginRunning)
+	}
+	res, err := rt.Run(ctx, core.Program{Code: "die"})
+	if err != nil || res.EndedBy != ending.Crashed || !strings.Contains(res.Error, core.PartlyRun) || res.Backend != BackendName {
+		t.Fatalf("the run whose plugin died: %+v %v", res, err)
+	}
+	if rs := fakeStatus(t, r); rs.PluginStarts != starts+1 {
+		t.Fatalf("a crashed run was retried: %d starts, want %d", rs.PluginStarts, starts+1)
+	}
+	pid()
+	if rs := fakeStatus(t, r); rs.PluginStarts != starts+2 {
+		t.Fatalf("after the crash: %d starts, want %d", rs.PluginStarts, starts+2)
 	}
 }
 

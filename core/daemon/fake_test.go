@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -48,7 +49,8 @@ func writeFakePlugin(t *testing.T, dir string) {
 // its next variable read (as an idle worker's health check is), which is
 // how a test kills idle workers.
 //
-// Run answers "run:" + code, so a test sees whether Run was proxied.
+// Run answers "run:" + code, so a test sees whether Run was proxied; for
+// "pid" it answers its process id, and "die" makes the plugin exit.
 //
 // The calls are the mock runtime's function fields (core/plugin/plugintest).
 func fakeRuntime() *plugintest.Runtime {
@@ -58,6 +60,15 @@ func fakeRuntime() *plugintest.Runtime {
 			return &pb.InfoResponse{Name: "fake", Available: true, Backend: "native", RuntimeVersion: "Fake 1.0", Capabilities: []string{"repl", "program"}}, nil
 		},
 		RunF: func(_ context.Context, req *pb.RunRequest) (*pb.Result, error) {
+			switch string(req.GetCode()) {
+			case "pid":
+				return &pb.Result{Stdout: []byte(strconv.Itoa(os.Getpid())), Backend: "native", EndedBy: pb.EndedBy_EXIT}, nil
+			case "die":
+				// A program that kills its plugin, after running a moment
+				// (the request's accepted header has left).
+				time.Sleep(200 * time.Millisecond)
+				os.Exit(3)
+			}
 			return &pb.Result{Stdout: []byte("run:" + string(req.GetCode())), Backend: "native", EndedBy: pb.EndedBy_EXIT}, nil
 		},
 		CheckF: func(_ context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {

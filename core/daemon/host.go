@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,8 +13,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/client"
 	pb "github.com/rlmkit/rlm/core/runtimepb"
-	"github.com/rlmkit/rlm/internal/host/catalog"
 	"github.com/rlmkit/rlm/internal/host/launch"
 	"github.com/rlmkit/rlm/internal/host/pool"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
@@ -46,7 +45,7 @@ func (s *Server) host(name string) *host {
 	if h := s.hosts[name]; h != nil {
 		return h
 	}
-	h := &host{s: s, name: name}
+	h := newHost(s, name)
 	// A pooled runtime has its pool even at size 0, so SetWorkers can
 	// grow it later.
 	if slices.Contains(s.cfg.Runtimes, name) {
@@ -67,7 +66,9 @@ func (s *Server) host(name string) *host {
 // host serves one runtime: its plugin processes and, when pooled, its warm
 // sessions.
 //
-// Programs and sessions get a plugin process each. A plugin that runs a
+// Programs and sessions get a plugin process each, each kept by a
+// client.Supervisor (the one serve uses): launched on first use, launched
+// again when it exited or a call found it gone. A plugin that runs a
 // program sweeps up the orphans it leaves (proctree.KillOrphans), which
 // would include the interpreters of sessions served by the same process;
 // two processes keep a Run from ever touching a session, and cost one idle
@@ -77,11 +78,7 @@ type host struct {
 	name     string
 	template *pb.OpenSession // how warm sessions are opened
 	pool     *pool.Pool[*worker]
-
-	mu       sync.Mutex
-	plugs    [2]*catalog.Launched // by role
-	launches int
-	closed   bool
+	plugs    [2]*client.Supervisor // by role
 
 	sessions    atomic.Int64 // sessions served
 	warmHits    atomic.Int64 // of which from the pool
@@ -96,57 +93,43 @@ const (
 	forSessions
 )
 
-// client returns the plugin client for role, launching the plugin if it
-// is not running (first use, or it died).
-func (h *host) client(role int) (pb.RuntimeClient, error) {
-	p, err := h.plugin(role)
-	if err != nil {
-		return nil, err
+func newHost(s *Server, name string) *host {
+	h := &host{s: s, name: name}
+	for role := range h.plugs {
+		h.plugs[role] = client.NewSupervisor(client.SupervisorConfig{
+			Name:   name,
+			Open:   h.launch,
+			Closed: status.Error(codes.Unavailable, "the daemon is stopping"),
+			Log:    func(msg string) { s.logf("%s: %s", name, msg) },
+		})
 	}
-	return p.Client, nil
+	return h
 }
 
-// plugin returns role's running plugin and its fingerprint, launching it
-// through the catalog if it is not running.
-func (h *host) plugin(role int) (*catalog.Launched, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, status.Error(codes.Unavailable, "the daemon is stopping")
-	}
-	p := h.plugs[role]
-	if p != nil && !p.Exited() {
-		return p, nil
-	}
-	if p != nil {
-		h.s.logf("%s: plugin exited; starting it again", h.name)
-		p.Kill()
-		h.plugs[role] = nil
-	}
+// launch starts the runtime's plugin through the catalog. The request
+// that needs it does not bound the launch: a plugin is kept for the next
+// ones. Errors are gRPC statuses, passed on to the daemon's client.
+func (h *host) launch(_ context.Context, name string) (*client.Runtime, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := catalog.Open(ctx, h.s.cfg.Plugins, h.name, h.name)
+	rt, err := client.Launch(ctx, h.s.cfg.Plugins, name, name, client.Native)
 	if err != nil {
 		if nf := (*launch.NotFoundError)(nil); errors.As(err, &nf) {
 			return nil, status.Error(codes.NotFound, err.Error())
 		}
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
-	h.plugs[role] = p
-	h.launches++
-	return p, nil
+	return rt, nil
 }
 
-// drop forgets role's plugin if it is still the one behind c, so that the
-// next client call launches a fresh one (Exited may not know yet that it
-// died).
-func (h *host) drop(role int, c pb.RuntimeClient) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if p := h.plugs[role]; p != nil && p.Client == c {
-		p.Kill()
-		h.plugs[role] = nil
+// client returns the plugin client for role, launching the plugin if it
+// is not running (first use, or it died).
+func (h *host) client(role int) (pb.RuntimeClient, error) {
+	rt, _, err := h.plugs[role].Get(context.Background())
+	if err != nil {
+		return nil, err
 	}
+	return rt.Client, nil
 }
 
 // sessionLevel is the isolation warm sessions are opened at for the
@@ -156,11 +139,14 @@ func (h *host) drop(role int, c pb.RuntimeClient) {
 // be known (no plugin, or an explicit level its sessions lack) the level
 // stays as configured and opening a worker reports the reason.
 func (h *host) sessionLevel(configured string) string {
-	p, err := h.plugin(forSessions)
-	if err != nil || p.Info == nil {
+	if _, err := h.client(forSessions); err != nil {
 		return configured
 	}
-	level, err := core.ResolveIsolation(p.Info, h.name, configured, true, isolate.Available)
+	info := h.plugs[forSessions].Declared()
+	if info == nil {
+		return configured
+	}
+	level, err := core.ResolveIsolation(info, h.name, configured, true, isolate.Available)
 	if err != nil {
 		h.s.logf("%s: warm sessions: %v", h.name, err)
 		return configured
@@ -236,13 +222,7 @@ func (h *host) close() {
 	if h.pool != nil {
 		h.pool.Close()
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.closed = true
-	for i, p := range h.plugs {
-		if p != nil {
-			p.Kill()
-			h.plugs[i] = nil
-		}
+	for _, p := range h.plugs {
+		p.Close()
 	}
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -97,29 +98,37 @@ func (r *runtimeService) Run(ctx context.Context, req *pb.RunRequest) (*pb.Resul
 		// No warm worker could be had (the runtime's sessions are
 		// failing): the plugin's own Run still works.
 	}
-	for attempt := 0; ; attempt++ {
-		c, err := h.client(forRuns)
-		if err != nil {
-			return nil, err
-		}
+	// A plugin that died before it took the request (while idle) is
+	// launched again and asked once more: nothing ran. One that died after
+	// it took the request may have run part of the program: it is reported
+	// crashed and never run again.
+	res, err := client.Call(ctx, h.plugs[forRuns], func(rt *client.Runtime) (*pb.Result, error) {
 		var hdr metadata.MD
-		res, err := c.Run(ctx, req, grpc.Header(&hdr))
+		res, err := rt.Client.Run(ctx, req, grpc.Header(&hdr))
 		if lost := client.RunLost(ctx, err, hdr); lost != "" {
 			return crashed(h.name, lost), nil
 		}
-		if err != nil {
-			// A plugin that died before it took the request (while idle)
-			// is relaunched and asked once more: nothing ran.
-			if status.Code(err) == codes.Unavailable && ctx.Err() == nil && attempt == 0 {
-				h.s.logf("%s: plugin gone before the request reached it; starting it again", h.name)
-				h.drop(forRuns, c)
-				continue
-			}
-			return nil, err
-		}
-		res.Backend = BackendName
-		return res, nil
+		return res, err
+	})
+	if err != nil {
+		return nil, grpcError(err)
 	}
+	res.Backend = BackendName
+	return res, nil
+}
+
+// grpcError is err as the daemon's client should get it: the gRPC status
+// of the plugin or of the launch, not client.Call's wrapping of it.
+func grpcError(err error) error {
+	var se *client.StartError
+	var lt *client.LostTwiceError
+	switch {
+	case errors.As(err, &se):
+		return se.Err
+	case errors.As(err, &lt):
+		return lt.Err
+	}
+	return err
 }
 
 // asProgramEnding restates a warm cell whose interpreter ended itself

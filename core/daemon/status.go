@@ -59,15 +59,14 @@ func (s *Server) Status() Status {
 			ps := h.pool.Stats()
 			rs.Workers = &ps
 		}
-		h.mu.Lock()
-		rs.PluginStarts = h.launches
 		for _, p := range h.plugs {
-			if p != nil && !p.Exited() {
+			ps := p.Status()
+			rs.PluginStarts += ps.Launches
+			if ps.Running {
 				rs.PluginRunning = true
-				rs.PluginPath = p.Path
+				rs.PluginPath = ps.Plugin
 			}
 		}
-		h.mu.Unlock()
 		st.Runtimes = append(st.Runtimes, rs)
 	}
 	return st
