@@ -26,8 +26,14 @@
 //     session's, not a fresh workspace. Anything else is proxied to the
 //     plugin's own Run.
 //   - Run on other runtimes, Check and Info: proxied to a plugin process
-//     kept running per runtime (relaunched if it dies). Sessions use a
-//     second process of the same plugin (see host).
+//     kept running per runtime (relaunched if it dies, by
+//     client.Supervisor, as serve's are). Sessions use a second process of
+//     the same plugin (see host).
+//
+// The files: server.go the listener and its lifecycle, host.go each
+// runtime's plugins and warm pool, service.go the gRPC runtime service,
+// status.go what `rlm daemon status` shows, worker.go a warm worker,
+// client.go the client side, admin.go the admin service.
 //
 // Every result says backend "daemon".
 package daemon
