@@ -49,7 +49,6 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/rlmkit/rlm/core/runtimepb"
-	"github.com/rlmkit/rlm/internal/host/launch"
 )
 
 // BackendName is what results served by the daemon report as backend.
@@ -64,8 +63,8 @@ type Config struct {
 	// Runtimes get a warm pool and a plugin started with the daemon. Other
 	// runtimes are served too, with their plugin started on first use.
 	Runtimes []string
-	// Plugins is where runtime plugins are found.
-	Plugins launch.SearchPath
+	// Plugins are the directories runtime plugins are found in, in order.
+	Plugins []string
 	// MaxOutputBytes is the output limit warm sessions are opened with; a
 	// request asking for another one gets a session of its own.
 	MaxOutputBytes int64

@@ -3,16 +3,14 @@ package daemon
 import (
 	"os"
 	"time"
-
-	"github.com/rlmkit/rlm/internal/host/pool"
 )
 
 // RuntimeStatus is one runtime's line in the daemon's status.
 type RuntimeStatus struct {
 	Name string `json:"name"`
 	// Pooled runtimes keep warm workers.
-	Pooled  bool        `json:"pooled"`
-	Workers *pool.Stats `json:"workers,omitempty"`
+	Pooled  bool         `json:"pooled"`
+	Workers *WorkerStats `json:"workers,omitempty"`
 	// Sessions is the number of sessions served, WarmSessions how many of
 	// them from the pool.
 	Sessions     int64 `json:"sessions"`
@@ -28,6 +26,22 @@ type RuntimeStatus struct {
 	PluginRunning bool   `json:"plugin_running"`
 	PluginStarts  int    `json:"plugin_starts"`
 	PluginPath    string `json:"plugin_path,omitempty"`
+}
+
+// WorkerStats is a pooled runtime's warm workers, as its pool counts them
+// (the host's pool package, internal/host/pool, which code outside this
+// module cannot name).
+type WorkerStats struct {
+	Size    int `json:"size"`    // target number of idle workers
+	Idle    int `json:"warm"`    // ready now
+	Opening int `json:"opening"` // being started in the background
+	Busy    int `json:"busy"`    // handed out and still running
+	Served  int `json:"served"`  // handed out in total
+	Crashed int `json:"crashed"` // died while idle, and were replaced
+	Trimmed int `json:"trimmed"` // closed because idle workers exceeded Size
+	Failed  int `json:"failed"`  // opens that failed
+	// LastError is the last open failure, "" after a later success.
+	LastError string `json:"last_error,omitempty"`
 }
 
 // Status is what `rlm daemon status` shows.
@@ -56,8 +70,8 @@ func (s *Server) Status() Status {
 			Runs: h.runs.Load(), WarmRuns: h.warmRuns.Load(), WorkersLost: h.workersLost.Load(),
 		}
 		if h.pool != nil {
-			ps := h.pool.Stats()
-			rs.Workers = &ps
+			ws := WorkerStats(h.pool.Stats())
+			rs.Workers = &ws
 		}
 		for _, p := range h.plugs {
 			ps := p.Status()

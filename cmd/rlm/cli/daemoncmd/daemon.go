@@ -25,6 +25,7 @@ import (
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/daemon"
 	pb "github.com/rlmkit/rlm/core/runtimepb"
+	"github.com/rlmkit/rlm/internal/host/launch"
 )
 
 // Options are the daemon commands' parsed flags.
@@ -165,7 +166,7 @@ func (o *Options) resolve() (daemon.Config, error) {
 // one whose plugin is missing is ExitNoRuntime.
 func checkRuntimes(dc daemon.Config) error {
 	for _, r := range dc.Runtimes {
-		if _, err := dc.Plugins.Find(r); err != nil {
+		if _, err := launch.SearchPath(dc.Plugins).Find(r); err != nil {
 			if u := cmdutil.UnknownRuntime(err, "runtime"); u != nil {
 				return u
 			}
