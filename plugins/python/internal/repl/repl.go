@@ -78,6 +78,8 @@ import (
 	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/internal/sandbox/capbuf"
+	"github.com/rlmkit/rlm/internal/sandbox/watchdog"
+	"github.com/rlmkit/rlm/plugins/internal/pycell"
 )
 
 // Config configures a Process. Zero values select the documented defaults.
@@ -373,35 +375,18 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 		return p.crashed(d, start, "sending the cell failed: "+err.Error())
 	}
 
-	var deadline <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		deadline = t.C
-	}
+	// The watchdog ends the cell at its deadline or the caller's cancel;
+	// Interrupt asks it too. The loop interrupts the driver itself, so a
+	// cell whose reply it has read is never interrupted; one that ignores
+	// KeyboardInterrupt for Grace is killed (Expired).
+	w := watchdog.Start(ctx, watchdog.Options{Timeout: timeout, Grace: p.cfg.Grace})
+	defer w.Done()
 	var (
-		grace      <-chan time.Time
-		graceTimer *time.Timer
 		why        ending.Reason // set once the cell was interrupted
 		reply      *cellReply
 		outC, errC *capbuf.Buffer
-		done       = ctx.Done()
+		stopping   = w.Stopping()
 	)
-	defer func() {
-		if graceTimer != nil {
-			graceTimer.Stop()
-		}
-	}()
-	interrupt := func(reason ending.Reason) {
-		if why != "" {
-			return
-		}
-		why = reason
-		d.interrupt(cell)
-		cbCancel()
-		graceTimer = time.NewTimer(p.cfg.Grace)
-		grace = graceTimer.C
-	}
 	for reply == nil || (outC == nil && reply.MarkerOut) || (errC == nil && reply.MarkerErr) {
 		select {
 		case m, ok := <-d.msgs:
@@ -435,40 +420,30 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 			outC = c
 		case c := <-d.err.done:
 			errC = c
-		case <-deadline:
-			deadline = nil
-			interrupt(ending.Timeout)
-		case <-done:
-			done = nil
-			interrupt(ending.Cancelled)
 		case <-p.intr:
-			interrupt(ending.Cancelled)
-		case <-grace:
-			return p.hardKill(d, start, why, timeout)
+			w.Stop(ending.Cancelled)
+		case why = <-stopping:
+			stopping = nil
+			d.interrupt(cell)
+			cbCancel()
+		case <-w.Expired():
+			if why == "" { // the grace began before the loop took the cause
+				why = w.Why()
+			}
+			return p.hardKill(d, start, why, w.Message(why))
 		case <-d.exited:
 			return p.crashed(d, start, "")
 		case <-p.closing:
-			d.kill()
-			oc, ec := d.drain(100 * time.Millisecond)
-			d.closeStreams()
-			p.d = nil
-			res := buildResult(oc, ec, start)
-			res.EndedBy = ending.Cancelled
-			res.StateLost = true
-			res.Signal = "SIGKILL"
-			res.ExitCode = 128 + int(syscall.SIGKILL)
-			res.Error = "session closed while the cell was running"
-			return res, nil
+			return p.closedUnder(d, start)
 		}
 	}
 	res := buildResult(outC, errC, start)
 	res.ExitCode = int(reply.ExitCode)
 	res.Error = reply.Error
 	res.Value = reply.Value
-	res.EndedBy = ending.Exit
+	res.EndedBy = watchdog.Ending(why)
 	if why != "" {
-		res.EndedBy = why
-		msg := interruptMessage(why, timeout)
+		msg := pycell.Error(why, w.Message(why))
 		if reply.Interrupted {
 			res.Signal = "SIGINT"
 			res.Error = msg + "; KeyboardInterrupt was raised in the cell and the session state was kept"
@@ -481,11 +456,19 @@ func (p *Process) Execute(ctx context.Context, code string, timeout time.Duratio
 	return res, nil
 }
 
-func interruptMessage(why ending.Reason, timeout time.Duration) string {
-	if why == ending.Timeout {
-		return fmt.Sprintf("TimeoutError: the cell exceeded its %s timeout", timeout)
-	}
-	return "cancelled: the cell was interrupted"
+// closedUnder ends a cell whose session was closed under it.
+func (p *Process) closedUnder(d *inst, start time.Time) (*core.Result, error) {
+	d.kill()
+	oc, ec := d.drain(100 * time.Millisecond)
+	d.closeStreams()
+	p.d = nil
+	res := buildResult(oc, ec, start)
+	res.EndedBy = ending.Cancelled
+	res.StateLost = true
+	res.Signal = "SIGKILL"
+	res.ExitCode = 128 + int(syscall.SIGKILL)
+	res.Error = "session closed while the cell was running"
+	return res, nil
 }
 
 func buildResult(outC, errC *capbuf.Buffer, start time.Time) *core.Result {
@@ -513,7 +496,7 @@ func (p *Process) restart() error {
 }
 
 // hardKill handles a cell that ignored its interrupt for the grace period.
-func (p *Process) hardKill(d *inst, start time.Time, why ending.Reason, timeout time.Duration) (*core.Result, error) {
+func (p *Process) hardKill(d *inst, start time.Time, why ending.Reason, msg string) (*core.Result, error) {
 	d.kill()
 	oc, ec := d.drain(250 * time.Millisecond)
 	d.closeStreams()
@@ -523,7 +506,7 @@ func (p *Process) hardKill(d *inst, start time.Time, why ending.Reason, timeout 
 	res.Signal = "SIGKILL"
 	res.ExitCode = 128 + int(syscall.SIGKILL)
 	res.Error = fmt.Sprintf("%s; the cell did not stop within %s of KeyboardInterrupt, so the interpreter was killed and restarted (session state lost)",
-		interruptMessage(why, timeout), p.cfg.Grace)
+		pycell.Error(why, msg), p.cfg.Grace)
 	if err := p.restart(); err != nil {
 		res.Error += "; restarting it failed: " + err.Error()
 	}
