@@ -88,7 +88,9 @@ func StatusOf(r *core.Result) string {
 	return StatusError
 }
 
-// Response builds the wire response from a result.
+// Response builds the wire response from a result. A run that a limit
+// ended gets, after its error, how to raise that limit in the server's
+// terms: the request's timeout field, or the server's setting.
 func Response(lang string, r *core.Result) ExecuteResponse {
 	out := ExecuteResponse{
 		Result:        *r,
@@ -101,6 +103,7 @@ func Response(lang string, r *core.Result) ExecuteResponse {
 		out.DurationMs = r.Duration.Milliseconds()
 	}
 	out.ExecutionTimeMs = out.DurationMs
+	out.Error = hint(r.EndedBy, r.Error)
 	if r.TimedOut {
 		out.ExitCode = -1
 	}

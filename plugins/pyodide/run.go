@@ -11,7 +11,6 @@ import (
 	"math"
 	"os"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/internal/sandbox/capbuf"
+	"github.com/rlmkit/rlm/internal/sandbox/watchdog"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/fuel"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/memalloc"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/memfs"
@@ -238,14 +238,6 @@ func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 	stdout, stderr := capbuf.New(int64(outMax)), capbuf.New(int64(outMax))
 
 	wake := make(chan struct{})
-	runCtx := ctx
-	var cancel context.CancelFunc
-	if spec.Timeout > 0 {
-		runCtx, cancel = context.WithTimeout(ctx, spec.Timeout)
-	} else {
-		runCtx, cancel = context.WithCancel(ctx)
-	}
-	defer cancel()
 
 	// "/" is a read-only skeleton with /dev: paths outside the mounts are
 	// then "not found" rather than PermissionError (see internal/rootfs).
@@ -283,41 +275,13 @@ func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 	}
 	g.Set(uint64(fuelLimit))
 
-	// The watchdog stops the guest at the deadline by emptying its fuel.
-	// wazero's WithCloseOnContextDone would do it too but makes CPython ~3x
-	// slower (an exit check at every loop header). The guest decrements the
-	// counter with a non-atomic read-modify-write, so one store can be lost:
-	// keep zeroing until the guest has returned.
-	done := make(chan struct{})
-	var stopped atomic.Bool
-	var fuelAtStop atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		select {
-		case <-done:
-			return
-		case <-runCtx.Done():
-		}
-		fuelAtStop.Store(int64(g.Get()))
-		stopped.Store(true)
-		g.Set(0)
-		close(wake)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			g.Set(0)
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	// The watchdog stops the guest at the deadline or the caller's cancel
+	// (see fuelStop).
+	stop := &fuelStop{g: g, wake: wake}
+	w := watchdog.Start(ctx, watchdog.Options{Timeout: spec.Timeout, CtxDeadlineIsTimeout: true,
+		Stop: func(ending.Reason) { stop.stop() }, Again: stop.again})
 	_, callErr := mod.ExportedFunction("_start").Call(ctx)
-	close(done)
-	wg.Wait()
+	w.Done()
 	dur := time.Since(start)
 
 	left := int64(g.Get())
@@ -328,13 +292,7 @@ func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 		MemoryUsedBytes: uint64(mod.Memory().Size()),
 		EndedBy:         ending.Exit,
 	}
-	if stopped.Load() {
-		// Consumed before the stop, plus what ran on the emptied counter.
-		res.FuelConsumed = fuelLimit - fuelAtStop.Load() + max(0, -left)
-	} else {
-		res.FuelConsumed = fuelLimit - left
-	}
-	res.FuelConsumed = max(0, min(res.FuelConsumed, fuelLimit))
+	res.FuelConsumed = stop.consumed(fuelLimit)
 
 	var exitErr *sys.ExitError
 	switch {
@@ -344,31 +302,10 @@ func (r *Runner) exec(ctx context.Context, e execSpec) (*Result, error) {
 		res.ExitCode = int(exitErr.ExitCode())
 	default:
 		res.ExitCode = -1
-		switch {
-		case stopped.Load():
-			// The watchdog keeps zeroing the counter until _start returns,
-			// so after a trap it may read 0, not -1: a trap after the stop
-			// is the stop.
-			if errors.Is(runCtx.Err(), context.DeadlineExceeded) {
-				res.EndedBy = ending.Timeout
-				res.Error = fmt.Sprintf("TimeoutError: wall-clock limit of %s exceeded", spec.Timeout)
-				if spec.Timeout == 0 {
-					res.Error = "TimeoutError: context deadline exceeded"
-				}
-			} else {
-				res.EndedBy = ending.Cancelled
-				res.Error = "Cancelled: the run was cancelled"
-			}
-		case left < 0:
-			res.EndedBy = ending.Fuel
-			res.Error = fmt.Sprintf("OutOfFuel: fuel budget of %d units exhausted", fuelLimit)
-		case alloc.Refused():
-			res.EndedBy = ending.MemoryLimit
-			res.Error = fmt.Sprintf("MemoryError: memory limit of %d bytes reached", memLimit)
-		default:
-			res.EndedBy = ending.Crashed
-			res.Error = "Crashed: the interpreter trapped: " + firstLine(callErr.Error())
-		}
+		// The watchdog keeps zeroing the counter until _start returns, so
+		// after a trap it may read 0, not -1: a trap after the stop is the
+		// stop (w.Ending puts the watchdog's cause first).
+		res.EndedBy, res.Error = stoppedBy(w, w.Why(), left, alloc.Refused(), fuelLimit, memLimit, "the interpreter trapped: "+firstLine(callErr.Error()))
 		fmt.Fprintf(stderr, "\n%s\n", res.Error)
 	}
 	if res.EndedBy == ending.Exit && res.ExitCode != 0 {

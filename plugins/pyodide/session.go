@@ -20,6 +20,7 @@ import (
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin"
 	"github.com/rlmkit/rlm/internal/sandbox/capbuf"
+	"github.com/rlmkit/rlm/internal/sandbox/watchdog"
 	"github.com/rlmkit/rlm/plugins/internal/pycell"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/chanfs"
 	"github.com/rlmkit/rlm/plugins/pyodide/internal/fuel"
@@ -315,13 +316,17 @@ func (s *Session) Execute(ctx context.Context, cell CellSpec) (*Result, error) {
 	defer inst.out.set(nil)
 	defer inst.errw.set(nil)
 
-	cellCtx, cancel := context.WithCancel(ctx)
-	if cell.Timeout > 0 {
-		cellCtx, cancel = context.WithTimeout(ctx, cell.Timeout)
-	}
-	defer cancel()
+	// The watchdog ends the cell at its deadline, at the caller's cancel
+	// or at Interrupt. The loop below stops the guest itself (emptying its
+	// fuel, see fuelStop), so that a cell whose result it has read is
+	// never stopped; the callbacks' context is cancelled at once.
+	cbCtx, cbCancel := context.WithCancel(ctx)
+	defer cbCancel()
+	w := watchdog.Start(ctx, watchdog.Options{Timeout: cell.Timeout, CtxDeadlineIsTimeout: true,
+		Stop: func(ending.Reason) { cbCancel() }})
+	defer w.Done()
 	s.cancelMu.Lock()
-	s.cancelCell = cancel
+	s.cancelCell = func() { w.Stop(ending.Cancelled) }
 	s.cancelMu.Unlock()
 	defer func() {
 		s.cancelMu.Lock()
@@ -334,6 +339,7 @@ func (s *Session) Execute(ctx context.Context, cell CellSpec) (*Result, error) {
 	}
 	interrupt := make(chan struct{})
 	inst.interrupt.Store(&interrupt)
+	stop := &fuelStop{g: inst.fuel, wake: interrupt}
 
 	inst.nextID++
 	id := inst.nextID
@@ -345,21 +351,13 @@ func (s *Session) Execute(ctx context.Context, cell CellSpec) (*Result, error) {
 	}
 
 	res := &Result{FuelLimit: fuelLimit, MemoryLimit: memLimit, WorkspacePath: s.ws, EndedBy: ending.Exit, StateLost: stateLost}
-	var fuelAtStop int64
-	stopped := false
-	var tick <-chan time.Time
-	done := cellCtx.Done()
 	finish := func() {
 		res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
-		left := int64(inst.fuel.Get())
-		if stopped {
-			res.FuelConsumed = fuelLimit - fuelAtStop + max(0, -left)
-		} else {
-			res.FuelConsumed = fuelLimit - left
-		}
-		res.FuelConsumed = max(0, min(res.FuelConsumed, fuelLimit))
+		res.FuelConsumed = stop.consumed(fuelLimit)
 		res.MemoryUsedBytes = uint64(inst.mod.Memory().Size())
 	}
+	stopping := w.Stopping()
+	var stoppedFor ending.Reason // the cause the loop stopped the guest for
 loop:
 	for {
 		select {
@@ -371,7 +369,7 @@ loop:
 			}
 			switch m.Type {
 			case "callback":
-				s.answer(cellCtx, inst, &m, cb)
+				s.answer(cbCtx, inst, &m, cb)
 			case "result":
 				if m.ID != id {
 					continue
@@ -390,50 +388,26 @@ loop:
 				break loop
 			}
 		case <-inst.exited:
-			// The guest died: out of fuel, stopped by the watchdog, or crashed.
-			finish()
-			// Once stopped, the ticker may re-zero the counter after the
+			// The guest died: out of fuel, stopped by the watchdog, or
+			// crashed. Once stopped, the counter may be re-zeroed after the
 			// trap, so a stopped guest's trap is the stop, whatever the
 			// counter reads now.
-			left := int64(inst.fuel.Get())
+			finish()
 			res.ExitCode = -1
-			switch {
-			case stopped && errors.Is(cellCtx.Err(), context.DeadlineExceeded):
-				res.EndedBy = ending.Timeout
-				res.Error = fmt.Sprintf("TimeoutError: wall-clock limit of %s exceeded", cell.Timeout)
-			case stopped:
-				res.EndedBy = ending.Cancelled
-				res.Error = "Cancelled: the cell was cancelled"
-			case left < 0:
-				res.EndedBy = ending.Fuel
-				res.Error = fmt.Sprintf("OutOfFuel: fuel budget of %d units exhausted", fuelLimit)
-			case inst.alloc.Refused():
-				res.EndedBy = ending.MemoryLimit
-				res.Error = fmt.Sprintf("MemoryError: memory limit of %d bytes reached", memLimit)
-			default:
-				res.EndedBy = ending.Crashed
-				res.Error = "Crashed: the interpreter stopped: " + firstLine(fmt.Sprint(inst.err))
-			}
+			res.EndedBy, res.Error = stoppedBy(w, stoppedFor, int64(inst.fuel.Get()), inst.alloc.Refused(), fuelLimit, memLimit,
+				"the interpreter stopped: "+firstLine(fmt.Sprint(inst.err)))
 			fmt.Fprintf(stderr, "\n%s\n", res.Error)
 			res.StateLost = true
 			s.kill(inst)
 			s.inst = nil
 			break loop
-		case <-done:
-			// Stop the guest by emptying its fuel (see Runner.exec); keep
-			// doing so on a ticker, since the guest's decrement can race.
-			done = nil
-			stopped = true
-			fuelAtStop = int64(inst.fuel.Get())
-			inst.fuel.Set(0) // before waking a sleeping guest, so it traps at once
-			close(interrupt)
-			t := time.NewTicker(2 * time.Millisecond)
-			defer t.Stop()
-			tick = t.C
-		case <-tick:
-			inst.fuel.Set(0)
+		case why := <-stopping:
+			stopping, stoppedFor = nil, why
+			stop.stop()
+			w.Repeat(stop.again) // the guest's decrement can race
 		}
 	}
+	w.Done()
 	res.Success = res.EndedBy == ending.Exit && res.ExitCode == 0
 	res.Stdout, res.Stderr = stdout.Kept(), stderr.Kept()
 	res.StdoutOmitted, res.StderrOmitted = stdout.Omitted(), stderr.Omitted()

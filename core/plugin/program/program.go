@@ -33,6 +33,7 @@ import (
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/internal/sandbox/capbuf"
 	"github.com/rlmkit/rlm/internal/sandbox/proctree"
+	"github.com/rlmkit/rlm/internal/sandbox/watchdog"
 )
 
 // Defaults applied when a request's limit is zero.
@@ -255,37 +256,30 @@ func Exec(ctx context.Context, c Command) (*core.Result, error) {
 		}()
 	}
 
-	var (
-		mu      sync.Mutex
-		endedBy ending.Reason
-	)
-	end := func(why ending.Reason) {
-		mu.Lock()
-		if endedBy == "" {
-			endedBy = why
-		}
-		mu.Unlock()
+	// The watchdog ends the run at the deadline, at the caller's cancel
+	// or at an output flood, killing the whole group.
+	w := watchdog.Start(ctx, watchdog.Options{Timeout: wall, Stop: func(ending.Reason) {
 		proctree.KillGroup(pid)
 		if k, ok := proc.(Killer); ok {
 			k.Kill()
 		}
-	}
+	}})
 
 	var total int64
 	var totalMu sync.Mutex
-	drain := func(r *os.File, w *capbuf.Buffer, done chan<- struct{}) {
+	drain := func(r *os.File, buf *capbuf.Buffer, done chan<- struct{}) {
 		defer close(done)
-		buf := make([]byte, 64<<10)
+		b := make([]byte, 64<<10)
 		for {
-			n, err := r.Read(buf)
+			n, err := r.Read(b)
 			if n > 0 {
-				w.Write(buf[:n])
+				buf.Write(b[:n])
 				totalMu.Lock()
 				total += int64(n)
 				over := total > flood
 				totalMu.Unlock()
 				if over {
-					end(ending.OutputLimit)
+					w.StopAt(ending.OutputLimit, flood)
 				}
 			}
 			if err != nil {
@@ -297,12 +291,9 @@ func Exec(ctx context.Context, c Command) (*core.Result, error) {
 	go drain(outR, stdout, outDone)
 	go drain(errR, stderr, errDone)
 
-	timer := time.AfterFunc(wall, func() { end(ending.Timeout) })
-	stop := context.AfterFunc(ctx, func() { end(ending.Cancelled) })
 	exit, waitErr := proc.Wait()
 	dur := time.Since(start)
-	timer.Stop()
-	stop()
+	w.Done()
 	// The main process is gone; nothing it left in its group may outlive it.
 	proctree.KillGroup(pid)
 	deadline := time.NewTimer(drainGrace)
@@ -345,34 +336,28 @@ func Exec(ctx context.Context, c Command) (*core.Result, error) {
 	if waitErr != nil {
 		res.Error = waitErr.Error()
 	}
-	mu.Lock()
-	why := endedBy
-	mu.Unlock()
-	if why == "" && exit.EndedBy != ending.Exit && exit.EndedBy != ending.Signal {
-		why = exit.EndedBy
+	// An output flood found while draining still counts: Done disarmed
+	// only the deadline and the context.
+	var own ending.Reason // a limit the spawner's sandbox enforced
+	if exit.EndedBy != ending.Exit && exit.EndedBy != ending.Signal {
+		own = exit.EndedBy
 	}
-	if why == "" {
-		why = ending.Exit
-		if res.Signal != "" {
-			why = ending.Signal
-		}
+	var signalled ending.Reason
+	if res.Signal != "" {
+		signalled = ending.Signal
 	}
-	res.EndedBy = why
-	switch why {
-	case ending.Timeout:
-		res.Error = fmt.Sprintf("timed out after %s", wall)
-	case ending.OutputLimit:
-		res.Error = fmt.Sprintf("killed after writing more than %d bytes of output", flood)
-	case ending.Cancelled:
-		res.Error = "cancelled"
+	res.EndedBy = watchdog.Ending(w.Why(), own, signalled)
+	switch res.EndedBy {
+	case ending.Timeout, ending.OutputLimit, ending.Cancelled:
+		res.Error = w.Message(res.EndedBy)
 	case ending.MemoryLimit:
-		res.Error = "killed at the memory limit; raise it with --memory (config: limits.memory)"
+		res.Error = res.EndedBy.Message(c.Limits.MemoryBytes)
 	case ending.ProcessLimit:
-		res.Error = "reached the process limit; raise it with --max-processes (config: limits.max_processes)"
+		res.Error = res.EndedBy.Message(c.Limits.MaxProcesses)
 	case ending.DiskLimit:
-		res.Error = "filled the working directory's size limit; raise it with --max-disk (config: limits.max_disk)"
+		res.Error = res.EndedBy.Message(c.Limits.MaxDiskBytes)
 	case ending.CPULimit:
-		res.Error = "used up its CPU time; raise it with --cpu (config: limits.cpu)"
+		res.Error = res.EndedBy.Message(int64(c.Limits.CPU))
 	}
 	return res, nil
 }

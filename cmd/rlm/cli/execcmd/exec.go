@@ -217,6 +217,7 @@ func runOn(ctx context.Context, rt *client.Runtime, o *Options, prog core.Progra
 	if res.Backend == "" {
 		res.Backend = rt.Backend
 	}
+	cmdutil.AddHint(res)
 	if o.Out != "" {
 		if err := writeOut(o.Out, res.Files); err != nil {
 			return err

@@ -453,7 +453,7 @@ func TestTimeoutInterruptKeepsState(t *testing.T) {
 	ok(t, p, "before = 'kept'")
 	pid := p.Pid()
 	res := runT(t, p, "import time\ntime.sleep(30)", 300*time.Millisecond, nil)
-	if res.EndedBy != ending.Timeout || res.StateLost || !strings.Contains(res.Error, "timeout") {
+	if res.EndedBy != ending.Timeout || res.StateLost || !strings.Contains(res.Error, "timed out after") {
 		t.Fatalf("ended %v lost %v error %q", res.EndedBy, res.StateLost, res.Error)
 	}
 	if !strings.Contains(string(res.Stderr), "KeyboardInterrupt") {
