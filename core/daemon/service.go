@@ -14,6 +14,7 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/client"
+	"github.com/rlmkit/rlm/core/ending"
 	pb "github.com/rlmkit/rlm/core/runtimepb"
 )
 
@@ -91,7 +92,7 @@ func (r *runtimeService) Run(ctx context.Context, req *pb.RunRequest) (*pb.Resul
 			asProgramEnding(res)
 			if res.GetEndedBy() == pb.EndedBy_TIMEOUT {
 				// Say it as a program run does, not as a cell would.
-				res.Error = fmt.Sprintf("timed out after %s", time.Duration(req.GetLimits().GetWallMs())*time.Millisecond)
+				res.Error = ending.Timeout.Message(int64(time.Duration(req.GetLimits().GetWallMs()) * time.Millisecond))
 			}
 			return res, nil
 		}

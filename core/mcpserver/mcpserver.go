@@ -36,9 +36,11 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/server"
 	"github.com/rlmkit/rlm/internal/version"
 )
@@ -304,7 +306,9 @@ func Summary(r *server.ExecuteResponse) string {
 	var b strings.Builder
 	switch {
 	case r.TimedOut || r.Status == server.StatusTimeout:
-		fmt.Fprintf(&b, "timed out after %d ms: the program was killed (raise timeout_seconds, or make it faster)", r.ExecutionTimeMs)
+		// The hint (which request field raises it) comes with the
+		// result's error, worded by the server once for every door.
+		fmt.Fprintf(&b, "%s: the program was killed", ending.Timeout.Message(int64(time.Duration(r.ExecutionTimeMs)*time.Millisecond)))
 	case r.Signal != "":
 		fmt.Fprintf(&b, "killed by %s (exit code %d) after %d ms", r.Signal, r.ExitCode, r.ExecutionTimeMs)
 	default:
