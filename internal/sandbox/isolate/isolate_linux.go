@@ -46,8 +46,7 @@ func Available(level Level) error {
 		return nil
 	case LevelNamespace:
 	default:
-		_, err := isolation.Parse(string(level))
-		return err
+		return level.Check()
 	}
 	availMu.Lock()
 	defer availMu.Unlock()
@@ -111,7 +110,7 @@ func namespaceAvailable() error {
 	}
 	defer os.RemoveAll(dir)
 	var stderr bytes.Buffer
-	c := &Cmd{Stderr: &stderr, spec: Spec{Level: LevelNamespace, Argv: []string{"/usr/bin/true"}, Dir: dir}, ctx: context.Background(), probe: true, initFD: -1}
+	c := &Cmd{Stderr: &stderr, spec: Spec{Spec: isolation.Spec{Level: LevelNamespace, Argv: []string{"/usr/bin/true"}, Dir: dir}}, ctx: context.Background(), probe: true, initFD: -1}
 	if err := c.Run(); err != nil {
 		return fmt.Errorf("bubblewrap cannot start a sandbox here: %v", err)
 	}
@@ -198,7 +197,7 @@ func checkSpec(spec *Spec) error {
 	if spec.Level == "" {
 		spec.Level = LevelProcess
 	}
-	if _, err := isolation.Parse(string(spec.Level)); err != nil {
+	if err := spec.Level.Check(); err != nil {
 		return err
 	}
 	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
