@@ -32,7 +32,7 @@ import (
 	"github.com/rlmkit/rlm/core/plugin/program"
 	"github.com/rlmkit/rlm/internal/calls"
 	"github.com/rlmkit/rlm/internal/sandbox/proctree"
-	"github.com/rlmkit/rlm/internal/warm"
+	"github.com/rlmkit/rlm/plugins/internal/warm"
 )
 
 //go:embed zygote.py

@@ -16,7 +16,7 @@ import (
 	"github.com/rlmkit/rlm/core/plugin/toolpath"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 	"github.com/rlmkit/rlm/internal/sandbox/supervise"
-	"github.com/rlmkit/rlm/internal/warm"
+	"github.com/rlmkit/rlm/plugins/internal/warm"
 )
 
 // Sandbox implements native.Sandbox with internal/sandbox/isolate in this process.
