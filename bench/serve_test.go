@@ -37,7 +37,7 @@ const (
 //
 //   - rlm: rlm serve's handler with its plugins, at the default isolation
 //     (auto: namespace wherever bubblewrap works), where programs run in
-//     warm sandboxes (internal/warm);
+//     warm sandboxes (plugins/internal/warm);
 //   - rlm-cold: the same with RLM_WARM=0, a sandbox built per request (what
 //     rlm did before issue 13);
 //   - reference: a server built the way the earlier sandbox server worked:

@@ -21,7 +21,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/rlmkit/rlm/internal/warm"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
 // Commands for testdata/hostile, the end-to-end suite of hostile programs.
@@ -122,14 +122,14 @@ func cmdLeftovers(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// warmSandboxTrees lists the processes of live warm sandboxes (internal/warm):
-// each worker (pid 1 of its sandbox, its last argument warm.WorkerArg) and
+// warmSandboxTrees lists the processes of live warm sandboxes (plugins/internal/warm):
+// each worker (pid 1 of its sandbox, its last argument isolate.WarmWorkerArg) and
 // every ancestor up to and including the plugin that started it. A warm
 // sandbox outlives the runs it served by design; `leftovers -warm` allows
 // its cgroup and its owner's read-only stage, and nothing else.
 func warmSandboxTrees() map[int]bool {
 	out := map[int]bool{}
-	for _, pid := range pidsMatching(warm.WorkerArg) {
+	for _, pid := range pidsMatching(isolate.WarmWorkerArg) {
 		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if err != nil {
 			continue

@@ -43,9 +43,9 @@ import (
 	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin/native"
-	"github.com/rlmkit/rlm/core/plugin/native/inproc"
 	"github.com/rlmkit/rlm/core/plugin/program"
 	"github.com/rlmkit/rlm/core/plugin/toolpath"
+	"github.com/rlmkit/rlm/plugins/internal/inproc"
 )
 
 // DefaultBuildTimeout bounds a compilation when the request sets no

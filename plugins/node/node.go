@@ -10,10 +10,10 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/plugin/install"
 	"github.com/rlmkit/rlm/core/plugin/native"
-	"github.com/rlmkit/rlm/core/plugin/native/inproc"
 	"github.com/rlmkit/rlm/core/plugin/program"
 	"github.com/rlmkit/rlm/core/plugin/toolpath"
-	"github.com/rlmkit/rlm/internal/warm"
+	"github.com/rlmkit/rlm/plugins/internal/inproc"
+	"github.com/rlmkit/rlm/plugins/internal/warm"
 )
 
 // Probe reports node's version as `node --version` prints it ("v20.20.2").

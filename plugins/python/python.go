@@ -10,11 +10,11 @@ import (
 	"strconv"
 
 	"github.com/rlmkit/rlm/core/plugin/native"
-	"github.com/rlmkit/rlm/core/plugin/native/inproc"
 	"github.com/rlmkit/rlm/core/plugin/program"
 	"github.com/rlmkit/rlm/core/plugin/toolpath"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
-	"github.com/rlmkit/rlm/internal/warm"
+	"github.com/rlmkit/rlm/plugins/internal/inproc"
+	"github.com/rlmkit/rlm/plugins/internal/warm"
 )
 
 // probeScript prints what the plugin needs to know about an interpreter in

@@ -121,32 +121,22 @@ func (w *workdir) get() string {
 //
 // CPU time is not limited: it would add up over every cell of the session
 // (each cell's wall clock is).
-func sessionIsolation(l core.Limits, readOnly []string, started func(*isolate.Cmd)) (isolate.Level, repl.Launcher, []repl.Rlimit, error) {
-	level, err := isolation.Parse(l.Isolation)
-	if err != nil {
-		return "", nil, nil, err
-	}
+func sessionIsolation(l core.Limits, readOnly []string, started func(*isolate.Cmd)) (isolation.Level, repl.Launcher, []repl.Rlimit, error) {
+	// The adapter has checked the level's name (plugin.CheckRequest).
+	level := l.Level()
 	if err := isolate.Available(level); err != nil {
 		return "", nil, nil, err
 	}
-	spec := isolate.Spec{
-		Level:         level,
-		ReadOnlyPaths: readOnly,
-		MemoryBytes:   l.MemoryBytes,
-		DataBytes:     l.MemoryBytes,
-		MaxProcesses:  l.MaxProcesses,
-		FileSizeBytes: l.MaxDiskBytes,
-		DiskBytes:     l.MaxDiskBytes,
-		AllowNetwork:  l.AllowNetwork,
-	}
+	spec := isolate.Spec{Spec: l.SandboxSpec(level, readOnly), DataBytes: l.MemoryBytes}
+	spec.CPUSeconds = 0 // see above: a session's CPU time is not limited
 	switch level {
-	case isolate.LevelNone:
+	case isolation.None:
 		return level, nil, nil, nil
-	case isolate.LevelNamespace:
+	case isolation.Namespace:
 		return level, isolatedLauncher(spec, started), nil, nil
 	}
 	var out []repl.Rlimit
-	for _, r := range isolate.Rlimits(isolate.Spec{MemoryBytes: spec.MemoryBytes, MaxProcesses: spec.MaxProcesses, FileSizeBytes: spec.FileSizeBytes}, false, false) {
+	for _, r := range isolate.Rlimits(spec, false, false) {
 		out = append(out, repl.Rlimit{Resource: r.Resource, Cur: r.Cur, Max: r.Max})
 	}
 	return level, nil, out, nil

@@ -5,9 +5,9 @@ package shell
 
 import (
 	"github.com/rlmkit/rlm/core/plugin/native"
-	"github.com/rlmkit/rlm/core/plugin/native/inproc"
 	"github.com/rlmkit/rlm/core/plugin/toolpath"
-	"github.com/rlmkit/rlm/internal/warm"
+	"github.com/rlmkit/rlm/plugins/internal/inproc"
+	"github.com/rlmkit/rlm/plugins/internal/warm"
 )
 
 // Probe reports bash's version as the first line of `bash --version`.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -35,22 +34,12 @@ const HelperCommand = "__sandbox"
 const HelperRunFlag = "--run"
 
 // The supervisor's descriptors besides the program's standard files: it
-// reads one SandboxSpec (JSON) from HelperSpecFD and writes HelperReports
-// to HelperReportFD.
+// reads one isolation.Spec (JSON) from HelperSpecFD and writes
+// isolation.Reports to HelperReportFD.
 const (
 	HelperSpecFD   = 3
 	HelperReportFD = 4
 )
-
-// HelperReport is one JSON value the supervisor writes: first the started
-// sandbox's Pid (the process group program.Exec kills), or the Error that
-// kept it from starting; then how the program ended (Exit, with Error when
-// waiting for it failed).
-type HelperReport struct {
-	Pid   int           `json:"pid,omitempty"`
-	Exit  *program.Exit `json:"exit,omitempty"`
-	Error string        `json:"error,omitempty"`
-}
 
 // HelperSandbox runs each sandboxed program through the host's supervisor
 // (`Path __sandbox`): the supervisor builds the sandbox with internal/sandbox/isolate,
@@ -83,8 +72,8 @@ func (h *HelperSandbox) probe() {
 			h.err = fmt.Errorf("no sandbox: %s %s --levels: %v", h.Path, HelperCommand, err)
 			return
 		}
-		for _, f := range strings.Fields(string(out)) {
-			if l, err := isolation.Parse(f); err == nil && l != isolation.None {
+		for _, l := range isolation.ParseLevels(string(out)) {
+			if l != isolation.None {
 				h.levels = append(h.levels, l)
 			}
 		}
@@ -117,7 +106,7 @@ func (h *HelperSandbox) Spawner(_ context.Context, r SandboxRun) program.Spawner
 
 type helperSpawner struct {
 	path string
-	spec SandboxSpec
+	spec isolation.Spec
 }
 
 // Spawn implements program.Spawner: it starts the supervisor, hands it the
@@ -159,7 +148,7 @@ func (s helperSpawner) Spawn(argv []string, dir string, env []string, stdin, std
 		repR.Close()
 		return nil, fmt.Errorf("sandbox supervisor: %w", err)
 	}
-	var started HelperReport
+	var started isolation.Report
 	if err := p.reports.Decode(&started); err != nil || started.Error != "" || started.Pid <= 0 {
 		_, werr := p.Wait()
 		if started.Error != "" {
@@ -201,8 +190,8 @@ func (p *helperProcess) Kill() {
 }
 
 // Wait implements program.Process.
-func (p *helperProcess) Wait() (program.Exit, error) {
-	var end HelperReport
+func (p *helperProcess) Wait() (isolation.Exit, error) {
+	var end isolation.Report
 	derr := p.reports.Decode(&end)
 	werr := p.cmd.Wait()
 	p.kill.Do(func() {}) // no hard kill may start after this
@@ -212,7 +201,7 @@ func (p *helperProcess) Wait() (program.Exit, error) {
 	proctree.Untrack(p.cmd.Process.Pid)
 	p.r.Close()
 	if derr != nil || end.Exit == nil {
-		return program.Exit{Code: -1}, fmt.Errorf("sandbox supervisor ended without a report (%v)", errors.Join(derr, werr))
+		return isolation.Exit{Code: -1}, fmt.Errorf("sandbox supervisor ended without a report (%v)", errors.Join(derr, werr))
 	}
 	if end.Error != "" {
 		return *end.Exit, errors.New(end.Error)

@@ -73,7 +73,7 @@ type Runtime struct {
 	// Sandbox runs programs at levels above none. Nil means the host's
 	// sandbox supervisor (`rlm __sandbox`, see HelperSandbox), so a plugin
 	// that sets nothing is sandboxed without linking the sandbox code; the
-	// built-in plugins set core/plugin/native/inproc's, which runs it in process
+	// built-in plugins set plugins/internal/inproc's, which runs it in process
 	// and keeps sandboxes warm.
 	Sandbox Sandbox
 }
@@ -134,7 +134,7 @@ func (s *Server) Run(ctx context.Context, req core.Program) (*core.Result, error
 		return nil, s.unavailable(err)
 	}
 	// The adapter has checked the level's name (plugin.CheckRequest).
-	level, _ := isolation.Parse(req.Limits.Isolation)
+	level := req.Limits.Level()
 	if err := s.sandbox().Available(level); err != nil {
 		return nil, plugin.Unavailable(fmt.Errorf("isolation %s: %w", level, err))
 	}
@@ -202,7 +202,7 @@ func (s *Server) Run(ctx context.Context, req core.Program) (*core.Result, error
 			ro = append(ro, argv[0]) // a compiled program (golang's cache)
 		}
 		sp = s.sandbox().Spawner(ctx, SandboxRun{
-			Spec:        NewSandboxSpec(level, req.Limits, ReadOnlyPaths(t, append(ro, ctxFile)...)),
+			Spec:        req.Limits.SandboxSpec(level, ReadOnlyPaths(t, append(ro, ctxFile)...)),
 			Tool:        t,
 			Limits:      req.Limits,
 			ReturnFiles: req.ReturnFiles,

@@ -31,6 +31,7 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/defaults"
 	"github.com/rlmkit/rlm/core/ending"
+	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/internal/sandbox/capbuf"
 	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 	"github.com/rlmkit/rlm/internal/sandbox/watchdog"
@@ -133,7 +134,7 @@ type Spawner interface {
 type Process interface {
 	Pid() int
 	// Wait blocks until the process has exited and returns how.
-	Wait() (Exit, error)
+	Wait() (isolation.Exit, error)
 }
 
 // Killer is a Process that knows better than a process-group kill how to end
@@ -141,19 +142,6 @@ type Process interface {
 // calls Kill on timeout, cancellation and output floods.
 type Killer interface {
 	Kill()
-}
-
-// Exit is how a process ended.
-type Exit struct {
-	Code   int            // exit status when not signalled
-	Signal syscall.Signal // non-zero when a signal killed it
-	// The rest is known only to spawners that enforce limits: which limit
-	// ended the run ("", exit or signal: Exec decides from Code and
-	// Signal), the peak memory, and the isolation level it ran under (""
-	// means none).
-	EndedBy         ending.Reason
-	PeakMemoryBytes int64
-	Isolation       string
 }
 
 // ExecSpawner starts processes with os/exec; the default Spawner.
@@ -175,21 +163,21 @@ type execProcess struct{ cmd *exec.Cmd }
 
 func (p *execProcess) Pid() int { return p.cmd.Process.Pid }
 
-func (p *execProcess) Wait() (Exit, error) {
+func (p *execProcess) Wait() (isolation.Exit, error) {
 	err := p.cmd.Wait()
 	proctree.Untrack(p.cmd.Process.Pid)
 	ps := p.cmd.ProcessState
 	if ps == nil {
-		return Exit{Code: -1}, err
+		return isolation.Exit{Code: -1}, err
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return Exit{Signal: ws.Signal()}, nil
+		return isolation.Exit{Signal: ws.Signal()}, nil
 	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
-		return Exit{Code: ps.ExitCode()}, err
+		return isolation.Exit{Code: ps.ExitCode()}, err
 	}
-	return Exit{Code: ps.ExitCode()}, nil
+	return isolation.Exit{Code: ps.ExitCode()}, nil
 }
 
 // Exec runs cmd to completion and reports how it ended. Errors starting the
@@ -327,7 +315,7 @@ func Exec(ctx context.Context, c Command) (*core.Result, error) {
 		MemoryUsedBytes: exit.PeakMemoryBytes,
 	}
 	if exit.Isolation != "" {
-		res.Isolation = exit.Isolation
+		res.Isolation = string(exit.Isolation)
 	}
 	if exit.Signal != 0 {
 		res.Signal = signalName(exit.Signal)

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/rlmkit/rlm/core/isolation"
 )
 
 // BenchmarkPythonPass measures a trivial `python3 -c pass` under each level.
@@ -15,7 +17,7 @@ func BenchmarkPythonPass(b *testing.B) {
 		b.Run(string(level), func(b *testing.B) {
 			requireLevel(b, level)
 			dir := b.TempDir()
-			spec := Spec{Level: level, Argv: []string{p.exe, "-c", "pass"}, Dir: dir, ReadOnlyPaths: p.roDirs}
+			spec := Spec{Spec: isolation.Spec{Level: level, Argv: []string{p.exe, "-c", "pass"}, Dir: dir, ReadOnlyPaths: p.roDirs}}
 			if level != LevelNone {
 				spec.MemoryBytes, spec.MaxProcesses, spec.CPUSeconds, spec.OpenFiles = 256<<20, 64, 10, 256
 			}
@@ -44,7 +46,7 @@ func BenchmarkLevelRatios(b *testing.B) {
 	times := map[Level][]time.Duration{}
 	for r := 0; r < b.N; r++ {
 		for _, level := range levels {
-			spec := Spec{Level: level, Argv: []string{p.exe, "-c", "pass"}, Dir: b.TempDir(), ReadOnlyPaths: p.roDirs}
+			spec := Spec{Spec: isolation.Spec{Level: level, Argv: []string{p.exe, "-c", "pass"}, Dir: b.TempDir(), ReadOnlyPaths: p.roDirs}}
 			if level != LevelNone {
 				spec.MemoryBytes, spec.MaxProcesses, spec.CPUSeconds, spec.OpenFiles = 256<<20, 64, 10, 256
 			}

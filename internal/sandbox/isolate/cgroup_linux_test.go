@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rlmkit/rlm/core/isolation"
 )
 
 // fakeProc points the cgroup discovery at fake /proc/self files.
@@ -71,7 +73,7 @@ func TestCgroupV2ConfigureAndStats(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "pids.events"), []byte("max 3\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "memory.peak"), []byte("123456\n"), 0o644)
 	cg := &cgroupDir{path: dir, version: 2}
-	spec := &Spec{MemoryBytes: 64 << 20, MaxProcesses: 10}
+	spec := &Spec{Spec: isolation.Spec{MemoryBytes: 64 << 20, MaxProcesses: 10}}
 	if err := cg.configure("memory", spec); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +99,7 @@ func TestCgroupV1Configure(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "memory.oom_control"), []byte("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n"), 0o644)
 	cg := &cgroupDir{path: dir, version: 1}
-	if err := cg.configure("memory", &Spec{MemoryBytes: 1 << 20}); err != nil {
+	if err := cg.configure("memory", &Spec{Spec: isolation.Spec{MemoryBytes: 1 << 20}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"memory.limit_in_bytes", "memory.memsw.limit_in_bytes"} {

@@ -9,7 +9,7 @@ import (
 
 // Cgroups are the memory and pids cgroups of one run whose process the
 // caller starts by other means than Cmd: a warm worker inside a sandbox
-// forks it (internal/warm). The caller joins that process before it runs any
+// forks it (plugins/internal/warm). The caller joins that process before it runs any
 // of the program's code, and afterwards asks Judge how the run ended, which
 // decides exactly as Cmd's Outcome does. Zero limits create no limit of
 // that kind (the cgroup still counts, so Stats and Kill work).

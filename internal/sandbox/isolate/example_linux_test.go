@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
@@ -26,13 +27,15 @@ func ExampleCommand() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cmd, err := isolate.Command(ctx, isolate.Spec{
-		Level:         level,
-		Argv:          []string{"/root/.pyenv/versions/3.11.7/bin/python3", "main.py"},
-		Dir:           dir,
-		ReadOnlyPaths: []string{"/root/.pyenv/versions/3.11.7"}, // sys.prefix
-		MemoryBytes:   256 << 20,
-		MaxProcesses:  64,
-		DiskBytes:     64 << 20,
+		Spec: isolation.Spec{
+			Level:         level,
+			Argv:          []string{"/root/.pyenv/versions/3.11.7/bin/python3", "main.py"},
+			Dir:           dir,
+			ReadOnlyPaths: []string{"/root/.pyenv/versions/3.11.7"},
+			MemoryBytes:   256 << 20,
+			MaxProcesses:  64,
+			DiskBytes:     64 << 20,
+		},
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rlmkit/rlm/core/isolation"
 )
 
 // requireLevel skips a test of level only when that level is unavailable
@@ -102,12 +104,12 @@ func pySpec(t testing.TB, level Level, code string) Spec {
 	if err := os.WriteFile(filepath.Join(dir, "main.py"), []byte(code), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return Spec{Level: level, Argv: []string{p.exe, "main.py"}, Dir: dir, ReadOnlyPaths: p.roDirs}
+	return Spec{Spec: isolation.Spec{Level: level, Argv: []string{p.exe, "main.py"}, Dir: dir, ReadOnlyPaths: p.roDirs}}
 }
 
 func shSpec(t testing.TB, level Level, script string) Spec {
 	t.Helper()
-	return Spec{Level: level, Argv: []string{"/bin/bash", "-c", script}, Dir: t.TempDir()}
+	return Spec{Spec: isolation.Spec{Level: level, Argv: []string{"/bin/bash", "-c", script}, Dir: t.TempDir()}}
 }
 
 func run(t testing.TB, spec Spec) result {

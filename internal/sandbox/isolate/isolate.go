@@ -166,36 +166,16 @@ const DefaultTmpBytes = 64 << 20
 // not as memory_limit.
 const DefaultDiskBytes = 1 << 30
 
-// Spec describes one run. Zero limits mean "no limit of that kind".
+// Spec describes one run: the sandbox a runtime asks for
+// (isolation.Spec, which core.Limits.SandboxSpec derives from a request's
+// limits; zero limits mean "no limit of that kind", and see the package
+// doc for the DiskBytes contract) and what only the host sets. Under
+// LevelNone, a nil Env inherits the caller's environment as os/exec does;
+// at the other levels it means DefaultEnv(the program's workdir).
 type Spec struct {
-	Level Level
-	// Argv is the program and its arguments. Under LevelNamespace Argv[0] is
-	// looked up inside the sandbox with Env's PATH, so prefer an absolute path
-	// under /usr or under one of ReadOnlyPaths. An argument that is Dir or a
-	// path below it is rewritten to where the program sees its working
-	// directory (Cmd.Workdir), as are such values in Env: callers name files
-	// in the directory they prepared and need not know whether the program
-	// works in it, in a private copy, or at /workspace.
-	Argv []string
-	// Env is the program's whole environment; nothing of the caller's leaks
-	// in. Nil means DefaultEnv(the program's workdir), except under LevelNone,
-	// where nil inherits the caller's environment as os/exec does.
-	Env []string
-	// Dir is the working directory on the host. It must exist. It is the only
-	// place the program can write to (besides its private /tmp and /dev/shm
-	// under LevelNamespace). See the package doc for the DiskBytes contract.
-	Dir string
-	// ReadOnlyPaths are host directories or files the runtime needs (the
-	// Python prefix resolved from sys.prefix, GOROOT, ...), exposed read-only
-	// at the same path under LevelNamespace. /usr is always exposed.
-	ReadOnlyPaths []string
+	isolation.Spec
 
-	MemoryBytes   int64 // cgroup memory (and swap) limit; RLIMIT_DATA if no memory cgroup
-	MaxProcesses  int64 // cgroup pids.max; RLIMIT_NPROC if no pids cgroup
-	CPUSeconds    int64 // RLIMIT_CPU: SIGXCPU, then SIGKILL a second later
-	FileSizeBytes int64 // RLIMIT_FSIZE, per file
-	DiskBytes     int64 // total size of the working directory (tmpfs), see package doc
-	OpenFiles     int64 // RLIMIT_NOFILE
+	OpenFiles int64 // RLIMIT_NOFILE
 	// DataBytes is RLIMIT_DATA even when a memory cgroup holds MemoryBytes:
 	// a long-lived interpreter (a REPL session) then sees a runaway
 	// allocation fail (MemoryError, state kept) before the cgroup's OOM
@@ -207,14 +187,10 @@ type Spec struct {
 	// bwrap --as-pid-1) instead of a child of bwrap's reaper. The kernel
 	// then drops every signal sent from inside the sandbox that the program
 	// has no handler for, SIGKILL and SIGSTOP included, so a warm worker that
-	// forks each request's program (internal/warm) cannot be killed or stopped
+	// forks each request's program (plugins/internal/warm) cannot be killed or stopped
 	// by that program; and the program reaps every orphan of the sandbox.
 	AsInit bool
 
-	// AllowNetwork keeps the host network under LevelNamespace (and exposes
-	// /etc/resolv.conf, /etc/ssl and /etc/ca-certificates). The other levels
-	// never isolate the network.
-	AllowNetwork bool
 	// ExtraFiles become fd 3, 4, ... in the program, e.g. the runtime's own
 	// protocol pipes. No other descriptor of the caller is inherited: Start
 	// marks every descriptor of the calling process above stderr

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core/ending"
+	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/internal/testutil"
 )
 
@@ -754,14 +755,14 @@ func TestCleanupPaths(t *testing.T) {
 	requireLevel(t, LevelProcess)
 	setPrivateTMPDIR(t)
 	before := currentLeakState(t)
-	c, err := Command(context.Background(), Spec{Level: LevelProcess, Argv: []string{"true"}, Dir: t.TempDir(), DiskBytes: 1 << 20})
+	c, err := Command(context.Background(), Spec{Spec: isolation.Spec{Level: LevelProcess, Argv: []string{"true"}, Dir: t.TempDir(), DiskBytes: 1 << 20}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Cleanup(); err != nil {
 		t.Fatal(err)
 	}
-	c, err = Command(context.Background(), Spec{Level: LevelProcess, Argv: []string{"/nonexistent/prog"}, Dir: t.TempDir(), DiskBytes: 1 << 20, MemoryBytes: 1 << 26})
+	c, err = Command(context.Background(), Spec{Spec: isolation.Spec{Level: LevelProcess, Argv: []string{"/nonexistent/prog"}, Dir: t.TempDir(), DiskBytes: 1 << 20, MemoryBytes: 1 << 26}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -783,15 +784,15 @@ func TestSpecErrors(t *testing.T) {
 		spec Spec
 		want string
 	}{
-		{Spec{Level: "jail", Argv: []string{"true"}, Dir: dir}, "unknown isolation level"},
-		{Spec{Level: LevelProcess, Dir: dir}, "Argv is empty"},
-		{Spec{Level: LevelProcess, Argv: []string{"true"}}, "Dir is empty"},
-		{Spec{Level: LevelProcess, Argv: []string{"true"}, Dir: filepath.Join(dir, "nope")}, "existing directory"},
-		{Spec{Level: LevelProcess, Argv: []string{"true"}, Dir: dir, MemoryBytes: -1}, "negative"},
-		{Spec{Level: LevelProcess, Argv: []string{"true"}, Dir: dir, OpenFiles: 3}, "too small"},
-		{Spec{Level: LevelNamespace, Argv: []string{"true"}, Dir: dir, ReadOnlyPaths: []string{"/"}}, "whole host"},
-		{Spec{Level: LevelNamespace, Argv: []string{"true"}, Dir: dir, ReadOnlyPaths: []string{"relative"}}, "not absolute"},
-		{Spec{Level: LevelNamespace, Argv: []string{"true"}, Dir: dir, ReadOnlyPaths: []string{"/proc/1"}}, "shadow"},
+		{Spec{Spec: isolation.Spec{Level: "jail", Argv: []string{"true"}, Dir: dir}}, "unknown isolation level"},
+		{Spec{Spec: isolation.Spec{Level: LevelProcess, Dir: dir}}, "Argv is empty"},
+		{Spec{Spec: isolation.Spec{Level: LevelProcess, Argv: []string{"true"}}}, "Dir is empty"},
+		{Spec{Spec: isolation.Spec{Level: LevelProcess, Argv: []string{"true"}, Dir: filepath.Join(dir, "nope")}}, "existing directory"},
+		{Spec{Spec: isolation.Spec{Level: LevelProcess, Argv: []string{"true"}, Dir: dir, MemoryBytes: -1}}, "negative"},
+		{Spec{Spec: isolation.Spec{Level: LevelProcess, Argv: []string{"true"}, Dir: dir}, OpenFiles: 3}, "too small"},
+		{Spec{Spec: isolation.Spec{Level: LevelNamespace, Argv: []string{"true"}, Dir: dir, ReadOnlyPaths: []string{"/"}}}, "whole host"},
+		{Spec{Spec: isolation.Spec{Level: LevelNamespace, Argv: []string{"true"}, Dir: dir, ReadOnlyPaths: []string{"relative"}}}, "not absolute"},
+		{Spec{Spec: isolation.Spec{Level: LevelNamespace, Argv: []string{"true"}, Dir: dir, ReadOnlyPaths: []string{"/proc/1"}}}, "shadow"},
 	} {
 		_, err := Command(context.Background(), tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

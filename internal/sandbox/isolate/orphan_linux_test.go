@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/internal/distinct"
 )
 
@@ -120,7 +121,7 @@ func TestRunDiesWithCaller(t *testing.T) {
 func orphanHelper() {
 	level := Level(os.Getenv("RLM_ISOLATE_ORPHAN_HELPER"))
 	dir, _ := os.MkdirTemp("", "orphan-")
-	spec := Spec{Level: level, Argv: []string{"/bin/sh", "-c", "echo HELPER-READY; exec sleep " + os.Getenv("RLM_ISOLATE_MARKER")}, Dir: dir, MaxProcesses: 8, MemoryBytes: 64 << 20}
+	spec := Spec{Spec: isolation.Spec{Level: level, Argv: []string{"/bin/sh", "-c", "echo HELPER-READY; exec sleep " + os.Getenv("RLM_ISOLATE_MARKER")}, Dir: dir, MaxProcesses: 8, MemoryBytes: 64 << 20}}
 	if level == LevelProcess {
 		spec.DiskBytes = diskIfRoot()
 	} else if os.Geteuid() == 0 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rlmkit/rlm/core/ending"
+	"github.com/rlmkit/rlm/core/isolation"
 )
 
 // The other runtimes the project starts work inside the sandbox with the
@@ -35,7 +36,7 @@ func TestOtherRuntimesRun(t *testing.T) {
 			}
 			dir := t.TempDir()
 			os.WriteFile(filepath.Join(dir, tc.file), []byte(tc.code), 0o644)
-			spec := Spec{Level: LevelNamespace, Argv: tc.argv(bin), Dir: dir, MemoryBytes: 512 << 20, MaxProcesses: 64}
+			spec := Spec{Spec: isolation.Spec{Level: LevelNamespace, Argv: tc.argv(bin), Dir: dir, MemoryBytes: 512 << 20, MaxProcesses: 64}}
 			if os.Geteuid() == 0 {
 				spec.DiskBytes = 16 << 20 // mounting the capped tmpfs needs root
 			}

@@ -14,13 +14,13 @@ import (
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
 	"github.com/rlmkit/rlm/core/plugin/native"
-	"github.com/rlmkit/rlm/core/plugin/native/inproc"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
+	"github.com/rlmkit/rlm/internal/sandbox/supervise"
 )
 
 // NewCmd builds the command. Without --levels it runs one program: the
 // spec on descriptor 3, reports on descriptor 4, and its own standard files
-// are the program's (see native.HelperReport). SIGTERM or SIGINT (the
+// are the program's (see isolation.Report). SIGTERM or SIGINT (the
 // command's context) kills the sandbox, which is still cleaned up and
 // reported.
 func NewCmd(f *cmdutil.Factory) *cobra.Command {
@@ -45,7 +45,7 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 			report := os.NewFile(native.HelperReportFD, "sandbox-report")
 			defer spec.Close()
 			defer report.Close()
-			return inproc.Supervise(cmd.Context(), spec, report, os.Stdin, os.Stdout, os.Stderr)
+			return supervise.Supervise(cmd.Context(), spec, report, os.Stdin, os.Stdout, os.Stderr)
 		},
 	}
 	cmd.Flags().BoolVar(&levels, "levels", false, "list the isolation levels this host enforces, one a line")

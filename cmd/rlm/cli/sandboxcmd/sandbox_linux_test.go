@@ -53,7 +53,7 @@ func spawner(t *testing.T, h *native.HelperSandbox) program.Spawner {
 	if os.Geteuid() == 0 {
 		l.MaxDiskBytes = 16 << 20
 	}
-	return h.Spawner(context.Background(), native.SandboxRun{Spec: native.NewSandboxSpec(isolation.Process, l, nil)})
+	return h.Spawner(context.Background(), native.SandboxRun{Spec: l.SandboxSpec(isolation.Process, nil)})
 }
 
 func TestLevels(t *testing.T) {

@@ -28,10 +28,11 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/plugin/program"
 	"github.com/rlmkit/rlm/internal/calls"
 	"github.com/rlmkit/rlm/internal/sandbox/proctree"
-	"github.com/rlmkit/rlm/internal/warm"
+	"github.com/rlmkit/rlm/plugins/internal/warm"
 )
 
 //go:embed zygote.py
@@ -206,7 +207,7 @@ type process struct {
 
 func (p *process) Pid() int { return p.pid }
 
-func (p *process) Wait() (program.Exit, error) {
+func (p *process) Wait() (isolation.Exit, error) {
 	p.s.mu.Lock()
 	if ws, ok := p.s.early[p.pid]; ok {
 		delete(p.s.early, p.pid)
@@ -216,7 +217,7 @@ func (p *process) Wait() (program.Exit, error) {
 	ch := p.s.exits[p.pid]
 	p.s.mu.Unlock()
 	if ch == nil {
-		return program.Exit{Code: -1}, errors.New("forkserver: unknown child")
+		return isolation.Exit{Code: -1}, errors.New("forkserver: unknown child")
 	}
 	ws, ok := <-ch
 	if ok {
@@ -230,16 +231,16 @@ func (p *process) Wait() (program.Exit, error) {
 		// The server died: the child, in its own group, is killed by
 		// the caller's group kill; report it as killed.
 		proctree.KillGroup(p.pid)
-		return program.Exit{Signal: syscall.SIGKILL}, errors.New("the python fork server died during the run")
+		return isolation.Exit{Signal: syscall.SIGKILL}, errors.New("the python fork server died during the run")
 	}
 	return toExit(ws), nil
 }
 
-func toExit(ws syscall.WaitStatus) program.Exit {
+func toExit(ws syscall.WaitStatus) isolation.Exit {
 	if ws.Signaled() {
-		return program.Exit{Signal: ws.Signal()}
+		return isolation.Exit{Signal: ws.Signal()}
 	}
-	return program.Exit{Code: ws.ExitStatus()}
+	return isolation.Exit{Code: ws.ExitStatus()}
 }
 
 // Close stops the server; children still running are the caller's to kill.

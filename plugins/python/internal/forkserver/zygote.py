@@ -6,7 +6,7 @@
 # when the child has been reaped.
 #
 # Only small standard modules are imported here: whatever this process
-# imports, every child inherits already imported. internal/warm's pymain.py
+# imports, every child inherits already imported. plugins/internal/warm's pymain.py
 # (run_main: the script semantics) is prepended to this file at start.
 import json
 import os

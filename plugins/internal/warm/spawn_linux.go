@@ -19,6 +19,7 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
+	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/core/plugin/program"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
@@ -97,11 +98,16 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 	if err != nil {
 		return nil, err
 	}
-	pids := l.MaxProcesses
-	if pids > hostPidsHeld {
-		pids -= hostPidsHeld
+	// The request's limits as a cold run of it gets them.
+	spec := isolate.Spec{Spec: l.SandboxSpec(isolation.Namespace, nil)}
+	cgSpec := spec
+	if cgSpec.MaxProcesses > hostPidsHeld {
+		cgSpec.MaxProcesses -= hostPidsHeld
 	}
-	cg := isolate.NewCgroups(isolate.Spec{MemoryBytes: l.MemoryBytes, MaxProcesses: pids})
+	// The cgroups' judge has never been told the CPU budget here (a cold
+	// run's is): kept so, for now, to change nothing of how runs end.
+	cgSpec.CPUSeconds = 0
+	cg := isolate.NewCgroups(cgSpec)
 	ok := false
 	defer func() {
 		if !ok {
@@ -121,12 +127,7 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 			}
 		}
 	}
-	for _, r := range isolate.Rlimits(isolate.Spec{
-		CPUSeconds:    (l.CPU.Milliseconds() + 999) / 1000,
-		FileSizeBytes: l.MaxDiskBytes,
-		MaxProcesses:  l.MaxProcesses,
-		MemoryBytes:   l.MemoryBytes,
-	}, cg.Memory(), cg.Pids()) {
+	for _, r := range isolate.Rlimits(spec, cg.Memory(), cg.Pids()) {
 		h.Rlimits = append(h.Rlimits, [3]uint64{uint64(r.Resource), r.Cur, r.Max})
 	}
 	h.Files = inputs
@@ -312,7 +313,7 @@ func (p *process) Kill() {
 // run's processes are dead, before it declares the sandbox broken.
 const crashGrace = 30 * time.Second
 
-func (p *process) Wait() (program.Exit, error) {
+func (p *process) Wait() (isolation.Exit, error) {
 	var m message
 	select {
 	case m = <-p.sb.msgs:
@@ -331,7 +332,7 @@ func (p *process) Wait() (program.Exit, error) {
 	}
 	p.mu.Unlock()
 	o := p.cg.Judge(syscall.WaitStatus(*m.Status), time.Duration(m.CPUNs), killedBy, m.Leftovers, m.DiskFull, m.MaxRSS)
-	ex := program.Exit{Code: o.ExitCode, PeakMemoryBytes: o.PeakMemoryBytes, Isolation: string(isolate.LevelNamespace), EndedBy: o.Ending}
+	ex := isolation.Exit{Code: o.ExitCode, PeakMemoryBytes: o.PeakMemoryBytes, Isolation: isolation.Namespace, EndedBy: o.Ending}
 	if o.Signal != "" {
 		ex.Signal, ex.Code = syscall.Signal(o.SignalNumber), 0
 	}
@@ -485,9 +486,9 @@ func (p *process) release() {
 
 // crashed reports a run whose sandbox died under it: ended_by crashed,
 // never a re-run.
-func (p *process) crashed(err error) (program.Exit, error) {
+func (p *process) crashed(err error) (isolation.Exit, error) {
 	p.Kill()
 	_ = p.cg.Remove()
 	p.conn.Close()
-	return program.Exit{Code: -1, EndedBy: ending.Crashed, Isolation: string(isolate.LevelNamespace)}, err
+	return isolation.Exit{Code: -1, EndedBy: ending.Crashed, Isolation: isolation.Namespace}, err
 }

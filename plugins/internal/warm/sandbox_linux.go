@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rlmkit/rlm/core/isolation"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 )
@@ -89,19 +90,21 @@ func startSandbox(cfg Config) (*sandbox, error) {
 	defer theirs.Close()
 	env := append(isolate.DefaultEnv(isolate.SandboxWorkdir), "PYTHONDONTWRITEBYTECODE=1")
 	cmd, err := isolate.Command(context.Background(), isolate.Spec{
-		Level:         isolate.LevelNamespace,
-		Argv:          []string{cfg.Python, "-c", pyMain + pyWorker, WorkerArg},
-		Env:           env,
-		Dir:           dir,
-		ReadOnlyPaths: cfg.ReadOnlyPaths,
-		// The worker's own cgroup: it, bwrap, and a request's child until
-		// the child is moved into the request's cgroups (or a collector).
-		MaxProcesses: 16,
-		DiskBytes:    cfg.DiskBytes,
-		TmpBytes:     cfg.TmpBytes,
-		AllowNetwork: cfg.AllowNetwork,
-		ExtraFiles:   []*os.File{theirs},
-		AsInit:       true,
+		Spec: isolation.Spec{
+			Level:         isolation.Namespace,
+			Argv:          []string{cfg.Python, "-c", pyMain + pyWorker, isolate.WarmWorkerArg},
+			Env:           env,
+			Dir:           dir,
+			ReadOnlyPaths: cfg.ReadOnlyPaths,
+			// The worker's own cgroup: it, bwrap, and a request's child until
+			// the child is moved into the request's cgroups (or a collector).
+			MaxProcesses: 16,
+			DiskBytes:    cfg.DiskBytes,
+			AllowNetwork: cfg.AllowNetwork,
+		},
+		TmpBytes:   cfg.TmpBytes,
+		ExtraFiles: []*os.File{theirs},
+		AsInit:     true,
 	})
 	if err != nil {
 		mine.Close()

@@ -92,12 +92,6 @@ var pyMain string
 //go:embed worker.py
 var pyWorker string
 
-// WorkerArg is the last argument of every warm sandbox's worker, so tools
-// (and the leftover checks of rlm's own tests) can tell a live warm
-// sandbox, which is meant to outlive the runs it served, from what a
-// finished run left behind.
-const WorkerArg = "rlm-warm-sandbox-worker"
-
 // PythonMain is the script semantics shared by rlm's Python fork servers
 // (run_main: a file run as __main__ in a forked child), for a fork server
 // to prepend to its own loop.
