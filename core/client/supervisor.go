@@ -268,6 +268,13 @@ func (s *Supervisor) Ping(ctx context.Context) error {
 		_, err := rt.Info(ictx)
 		return struct{}{}, err
 	})
+	return Cause(err)
+}
+
+// Cause is err without Call's wrapping (StartError, LostTwiceError): the
+// launch's or the runtime's own error, for a caller that reports it in its
+// own terms (Ping's caller, the daemon's gRPC status).
+func Cause(err error) error {
 	var se *StartError
 	var lt *LostTwiceError
 	switch {

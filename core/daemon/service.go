@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -112,24 +111,12 @@ func (r *runtimeService) Run(ctx context.Context, req *pb.RunRequest) (*pb.Resul
 		return res, err
 	})
 	if err != nil {
-		return nil, grpcError(err)
+		// the gRPC status of the plugin or of the launch, not
+		// client.Call's wrapping of it
+		return nil, client.Cause(err)
 	}
 	res.Backend = BackendName
 	return res, nil
-}
-
-// grpcError is err as the daemon's client should get it: the gRPC status
-// of the plugin or of the launch, not client.Call's wrapping of it.
-func grpcError(err error) error {
-	var se *client.StartError
-	var lt *client.LostTwiceError
-	switch {
-	case errors.As(err, &se):
-		return se.Err
-	case errors.As(err, &lt):
-		return lt.Err
-	}
-	return err
 }
 
 // asProgramEnding restates a warm cell whose interpreter ended itself
