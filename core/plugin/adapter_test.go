@@ -152,7 +152,7 @@ func TestAdapterKeepsTheHostsInfo(t *testing.T) {
 }
 
 // The runtime sees the request as core's Program and answers a core
-// Result; the adapter translates both ways (core/translate.go).
+// Result; the adapter translates both ways (core/runtimepb/translate.go).
 func TestAdapterTranslates(t *testing.T) {
 	var got core.Program
 	srv := plugin.NewServer(&fakeRuntime{run: func(p core.Program) (*core.Result, error) {

@@ -23,8 +23,8 @@ import (
 //
 // Requests and results are core's types (core.Program, core.Result,
 // core.SessionOptions); the adapter translates the wire's messages with
-// core/translate.go, the one place that does, so a runtime never sees
-// core/runtimepb.
+// core/runtimepb/translate.go, the one place that does, so a runtime
+// never sees core/runtimepb.
 type Runtime interface {
 	// Info says what the runtime is and whether it can run here. The host
 	// asks it when it starts the plugin, and the adapter keeps the first

@@ -127,7 +127,7 @@ func TestPluginSessionEnvRefused(t *testing.T) {
 	plugintest.CheckEnvRefused(t, startRuntime(t).OpenSession)
 }
 
-// The helpers a cell sees behave as sessiontest holds every Python to,
+// The helpers a cell sees behave as plugintest holds every Python to,
 // the native one included.
 func TestPluginHelpers(t *testing.T) {
 	s, err := startRuntime(t).OpenSession(context.Background(), core.SessionOptions{
