@@ -139,7 +139,7 @@ func New(srv *server.Server, o Options) *mcp.Server {
 	}, t.runCode)
 	mcp.AddTool(ms, &mcp.Tool{
 		Name:        "list_runtimes",
-		Description: "List the runtimes this server can run (the values of language), which is the default, their versions, whether they support sessions (capability repl) and the sandbox isolation level of programs and sessions.",
+		Description: "List the runtimes this server can run (the values of language), which is the default, their versions, whether they support sessions (capability repl) and the sandbox isolation level programs and sessions actually run under on this host (none, process, namespace, wasm).",
 		Annotations: &mcp.ToolAnnotations{Title: "List runtimes", ReadOnlyHint: true},
 	}, t.listRuntimes)
 	mcp.AddTool(ms, &mcp.Tool{
@@ -213,7 +213,8 @@ func (t *tools) listRuntimes(ctx context.Context, _ *mcp.CallToolRequest, _ stru
 			b.WriteString(" (default)")
 		}
 		if r.Available {
-			fmt.Fprintf(&b, ": %s, isolation %s, sessions %s, capabilities %s\n", r.RuntimeVersion, r.Isolation, r.SessionIsolation, strings.Join(r.Capabilities, " "))
+			fmt.Fprintf(&b, ": %s, programs %s, sessions %s, capabilities %s\n", r.RuntimeVersion,
+				level(r.Isolation, r.IsolationError), level(r.SessionIsolation, r.SessionIsolationError), strings.Join(r.Capabilities, " "))
 		} else {
 			fmt.Fprintf(&b, ": unavailable: %s\n", r.Error)
 		}
@@ -278,6 +279,18 @@ func (t *tools) sessionClose(_ context.Context, _ *mcp.CallToolRequest, in Sessi
 		return nil, nil, err
 	}
 	return text("session " + in.SessionID + " closed"), &SessionClosed{SessionID: in.SessionID, Closed: true}, nil
+}
+
+// level says how list_runtimes' runs are isolated: the level enforced, or
+// why none can be, or that there are none (a runtime without sessions).
+func level(l, refused string) string {
+	switch {
+	case l != "":
+		return "at isolation " + l
+	case refused != "":
+		return "refused: " + refused
+	}
+	return "not offered"
 }
 
 // positive refuses a zero or negative timeout, naming the MCP argument

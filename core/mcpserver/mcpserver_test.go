@@ -257,6 +257,42 @@ func TestListRuntimes(t *testing.T) {
 	}
 }
 
+// TestListRuntimesSaysTheLevelEnforced: with the default isolation (auto,
+// what `rlm mcp` and `rlm serve` run with), list_runtimes reports the
+// level each runtime's programs and sessions really get, the same as
+// /health's runtime_isolation, never the word auto; a runtime without
+// sessions (shell) reports no session level.
+func TestListRuntimesSaysTheLevelEnforced(t *testing.T) {
+	t.Parallel()
+	s, err := server.New(server.Config{Modes: []string{"python", "shell"}, Open: opener(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	c := callTool(t, connect(t, s), "list_runtimes", nil)
+	rts, _ := c.out["runtimes"].([]any)
+	if c.res.IsError || len(rts) != 2 {
+		t.Fatalf("list_runtimes: %v", c.out)
+	}
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/health", nil))
+	var h server.Health
+	if err := json.Unmarshal(rec.Body.Bytes(), &h); err != nil {
+		t.Fatalf("/health: %v: %s", err, rec.Body)
+	}
+	py, sh := rts[0].(map[string]any), rts[1].(map[string]any)
+	want := h.RuntimeIsolation["python"]
+	if want.Programs == "" || want.Programs == "auto" || py["isolation"] != want.Programs || py["session_isolation"] != want.Sessions {
+		t.Errorf("python: list_runtimes says isolation %v, sessions %v; /health says %+v", py["isolation"], py["session_isolation"], want)
+	}
+	if sh["isolation"] != h.RuntimeIsolation["shell"].Programs || sh["session_isolation"] != "" {
+		t.Errorf("shell: list_runtimes says isolation %v, sessions %q; /health says %+v", sh["isolation"], sh["session_isolation"], h.RuntimeIsolation["shell"])
+	}
+	if line := "programs at isolation " + want.Programs + ", sessions at isolation " + want.Sessions; !strings.Contains(c.text, line) || strings.Contains(c.text, "auto") {
+		t.Errorf("text %q, want %q", c.text, line)
+	}
+}
+
 func TestSession(t *testing.T) {
 	t.Parallel()
 	cs := connect(t, newServer(t, server.Config{}))

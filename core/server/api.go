@@ -322,11 +322,18 @@ type RuntimeInfo struct {
 	PluginVersion  string `json:"plugin_version,omitempty" jsonschema:"the version of rlm's plugin for it"`
 	FileExtension  string `json:"file_extension,omitempty" jsonschema:"the extension code is saved with"`
 	Backend        string `json:"backend,omitempty" jsonschema:"what runs it: native, daemon or pyodide"`
-	// Isolation is the sandbox programs run under; SessionIsolation that
-	// of REPL sessions.
-	Isolation        string   `json:"isolation" jsonschema:"the sandbox level of programs (none, process, namespace, wasm)"`
-	SessionIsolation string   `json:"session_isolation" jsonschema:"the sandbox level of sessions"`
-	Capabilities     []string `json:"capabilities" jsonschema:"features of the runtime; repl means it supports sessions"`
+	// Isolation is the sandbox programs run under, resolved from what the
+	// runtime's plugin declares and this host enforces (never auto);
+	// SessionIsolation that of REPL sessions. Empty, with the reason in
+	// IsolationError or SessionIsolationError, when the configured level
+	// cannot be given (every such request is refused), or when the
+	// runtime has not declared itself yet (see Error); SessionIsolation is
+	// empty for a runtime without sessions (no repl capability).
+	Isolation             string   `json:"isolation" jsonschema:"the sandbox level programs run under (none, process, namespace, wasm), as enforced here"`
+	SessionIsolation      string   `json:"session_isolation" jsonschema:"the sandbox level sessions run under, as enforced here (empty for a runtime without sessions)"`
+	IsolationError        string   `json:"isolation_error,omitempty" jsonschema:"why programs cannot run at the configured level"`
+	SessionIsolationError string   `json:"session_isolation_error,omitempty" jsonschema:"why sessions cannot run at the configured level"`
+	Capabilities          []string `json:"capabilities" jsonschema:"features of the runtime; repl means it supports sessions"`
 }
 
 // Runtimes describes the enabled runtimes, default first, launching a
@@ -336,8 +343,7 @@ func (s *Server) Runtimes(ctx context.Context) []RuntimeInfo {
 	defer cancel()
 	out := make([]RuntimeInfo, 0, len(s.cfg.Modes))
 	for i, m := range s.cfg.Modes {
-		ri := RuntimeInfo{Name: m, Default: i == 0, Isolation: s.cfg.Limits.Isolation,
-			SessionIsolation: s.sessionLimits().Isolation, Capabilities: []string{}}
+		ri := RuntimeInfo{Name: m, Default: i == 0, Capabilities: []string{}}
 		err := s.slots[m].Ping(ctx)
 		ri.Available = err == nil
 		if err != nil {
@@ -347,6 +353,15 @@ func (s *Server) Runtimes(ctx context.Context) []RuntimeInfo {
 			ri.RuntimeVersion, ri.PluginVersion = info.RuntimeVersion, info.PluginVersion
 			ri.FileExtension, ri.Backend = info.FileExtension, info.Backend
 			ri.Capabilities = append(ri.Capabilities, info.Capabilities...)
+			// The levels runs get (as /health's runtime_isolation says),
+			// not the one configured: auto is a request, not a sandbox.
+			iso := runtimeIsolation(s.slots[m], s.sessionLimits().Isolation)
+			ri.Isolation, ri.SessionIsolation = iso.Programs, iso.Sessions
+			ri.IsolationError, ri.SessionIsolationError = iso.ProgramsError, iso.SessionsError
+			if !info.Has("repl") {
+				// No sessions: no level to report for them.
+				ri.SessionIsolation, ri.SessionIsolationError = "", ""
+			}
 		}
 		out = append(out, ri)
 	}

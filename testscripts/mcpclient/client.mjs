@@ -81,7 +81,9 @@ async function main() {
 
   let r = await call("list_runtimes", {});
   const rts = r.structuredContent?.runtimes || [];
-  check(`list_runtimes: ${rts.map((x) => `${x.name}=${x.runtime_version}/${x.isolation}`).join(" ")}`,
+  // name=version/programs' level/sessions' level ("-" for none): the
+  // scripts check the levels are the ones enforced, never "auto".
+  check(`list_runtimes: ${rts.map((x) => `${x.name}=${x.runtime_version}/${x.isolation}/${x.session_isolation || "-"}`).join(" ")}`,
     !r.isError && rts[0]?.name === "python" && rts[0]?.default === true && rts.some((x) => x.name === "shell"), r);
 
   r = await call("run_code", { language: "python", code: "import sys\nprint('py', sys.version_info[0] * 14)" });
