@@ -346,7 +346,7 @@ func TestSession(t *testing.T) {
 		"session_close":        {"session_id": id},
 	} {
 		c = callTool(t, cs, tool, args)
-		if !c.res.IsError || !strings.Contains(c.text, "no session \""+id+"\"") || !strings.Contains(c.text, "expired") {
+		if !c.res.IsError || !strings.Contains(c.text, "session \""+id+"\" has ended: it was deleted") {
 			t.Errorf("%s after close: %q", tool, c.text)
 		}
 	}
@@ -363,7 +363,7 @@ func TestSessionExpires(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		c = callTool(t, cs, "session_get_variable", map[string]any{"session_id": id, "name": "x"})
-		if strings.Contains(c.text, "no session") {
+		if strings.Contains(c.text, "has ended") {
 			break
 		}
 		if time.Now().After(deadline) {

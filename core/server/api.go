@@ -297,7 +297,7 @@ func (s *Server) CloseSession(id string) error {
 }
 
 func (s *Server) closeSession(id string) (string, *APIError) {
-	e := s.sessions.remove(id)
+	e := s.sessions.remove(id, "was deleted (DELETE /sessions/"+id+", or MCP session_close)")
 	if e == nil {
 		return "", s.sessionNotFound(id)
 	}

@@ -57,7 +57,12 @@ type ExecuteResponse struct {
 	ExecutionTimeMs int64 `json:"execution_time_ms"`
 	// FilesProduced maps a path relative to $OUTPUT_DIR to base64 content.
 	FilesProduced map[string]string `json:"files_produced"`
-	Language      string            `json:"language"`
+	// Runtime is the runtime that ran it (python, golang, node, shell or a
+	// plugin's name), the field `rlm exec --json` prints, so one parser
+	// reads both; Language is the same name under the earlier server's
+	// field, kept for its clients.
+	Runtime  string `json:"runtime"`
+	Language string `json:"language"`
 	// Repr is value under the earlier name result: for a session cell, the
 	// repr of its final expression (as a notebook shows it: `1+1` gives
 	// "2"), capped like stdout; null when the cell ends in another
@@ -96,6 +101,7 @@ func Response(lang string, r *core.Result) ExecuteResponse {
 		Result:        *r,
 		Status:        StatusOf(r),
 		FilesProduced: map[string]string{},
+		Runtime:       lang,
 		Language:      lang,
 		Repr:          r.Value,
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/mcpserver"
 	"github.com/rlmkit/rlm/core/server"
 	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 	"github.com/rlmkit/rlm/internal/testutil"
@@ -218,10 +220,22 @@ func TestPluginRelaunchedAfterDeath(t *testing.T) {
 }
 
 // Every path and method the OpenAPI document lists answers (not 404 or
-// 405), and the response fields it marks required appear in real answers.
+// 405), every path `rlm serve` answers (MCP's /mcp included) is listed,
+// and the response fields it marks required appear in real answers.
 func TestOpenAPIMatchesHandler(t *testing.T) {
 	f := &fakeRuntime{name: "fake"}
-	url, _ := start(t, fakeConfig(t, f))
+	// Served as `rlm serve` serves it, with MCP mounted at /mcp.
+	srv, err := server.New(fakeConfig(t, f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Handle("/mcp", mcpserver.HTTPHandler(srv, mcpserver.Options{}))
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ts.Close()
+		srv.Close()
+	})
+	url := ts.URL
 	r := call(t, "GET", url+"/openapi.json", "")
 	disk, err := os.ReadFile("../../docs/openapi.json")
 	if err != nil {
@@ -261,6 +275,14 @@ func TestOpenAPIMatchesHandler(t *testing.T) {
 	if !strings.HasPrefix(doc.OpenAPI, "3.") {
 		t.Fatalf("openapi = %q", doc.OpenAPI)
 	}
+	// The paths rlm serve answers (core/server's routes and the MCP
+	// mount servecmd adds), each documented.
+	for _, path := range []string{"/execute", "/health", "/sessions", "/sessions/{id}/execute", "/sessions/{id}/variables/{name}",
+		"/sessions/{id}", "/metrics", "/openapi.json", "/mcp"} {
+		if _, ok := doc.Paths[path]; !ok {
+			t.Errorf("%s is served but not in docs/openapi.json", path)
+		}
+	}
 	// A session to address; bodies that are valid for each request schema.
 	sid := call(t, "POST", url+"/sessions", `{}`).body["id"].(string)
 	call(t, "POST", url+"/sessions/"+sid+"/execute", `{"code": "set v 1"}`)
@@ -268,6 +290,7 @@ func TestOpenAPIMatchesHandler(t *testing.T) {
 		"#/components/schemas/ExecuteRequest": `{"code": "echo hi"}`,
 		"#/components/schemas/SessionRequest": `{}`,
 		"#/components/schemas/CellRequest":    `{"code": "echo hi"}`,
+		"#/components/schemas/MCPRequest":     `{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}`,
 	}
 	order := []string{"get", "post", "delete"} // delete the session last
 	checked := 0
@@ -285,7 +308,8 @@ func TestOpenAPIMatchesHandler(t *testing.T) {
 					t.Fatalf("%s %s: no sample body for its schema", method, path)
 				}
 			}
-			r := call(t, strings.ToUpper(method), url+p, body)
+			// (MCP's streamable HTTP wants both types accepted.)
+			r := call(t, strings.ToUpper(method), url+p, body, "Accept", "application/json, text/event-stream")
 			if r.status == 404 || r.status == 405 {
 				t.Errorf("%s %s is documented but answers %d %s", method, path, r.status, r.raw)
 				continue

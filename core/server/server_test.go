@@ -355,7 +355,7 @@ func TestSessions(t *testing.T) {
 	if r := call(t, "DELETE", url+"/sessions/"+id, ""); r.status != 204 {
 		t.Errorf("delete: %d %s", r.status, r.raw)
 	}
-	if r := call(t, "POST", url+"/sessions/"+id+"/execute", `{"code": "echo"}`); r.status != 404 || r.errCode() != "session_not_found" {
+	if r := call(t, "POST", url+"/sessions/"+id+"/execute", `{"code": "echo"}`); r.status != 410 || r.errCode() != "session_ended" {
 		t.Errorf("deleted session: %d %s", r.status, r.raw)
 	}
 	if r := call(t, "POST", url+"/sessions", `{"language": "fake"}`); r.status != 201 {
@@ -392,7 +392,7 @@ func TestSessionIdleExpiry(t *testing.T) {
 		// (Only /health: touching the session would keep it alive.)
 		return call(t, "GET", url+"/health", "").body["sessions"] == 0.0
 	})
-	if r := call(t, "POST", url+"/sessions/"+id+"/execute", `{"code": "echo"}`); r.errCode() != "session_not_found" || !strings.Contains(r.errMsg(), "idle") {
+	if r := call(t, "POST", url+"/sessions/"+id+"/execute", `{"code": "echo"}`); r.errCode() != "session_ended" || !strings.Contains(r.errMsg(), "idle") {
 		t.Errorf("expired session: %s", r.raw)
 	}
 }
@@ -582,7 +582,7 @@ func TestDeleteWhileCellRuns(t *testing.T) {
 			t.Errorf("a cell of the deleted session: %d %s", r.status, r.raw)
 		}
 	}
-	if r := call(t, "POST", url+"/sessions/"+id+"/execute", `{"code": "echo"}`); r.status != 404 || r.errCode() != "session_not_found" {
+	if r := call(t, "POST", url+"/sessions/"+id+"/execute", `{"code": "echo"}`); r.status != 410 || r.errCode() != "session_ended" {
 		t.Errorf("after the delete: %d %s", r.status, r.raw)
 	}
 }

@@ -25,6 +25,43 @@ type sessionTable struct {
 	idle     time.Duration
 	onChange func(n int)
 	closed   bool
+	// ended remembers why recently ended sessions ended (see end).
+	ended     map[string]string
+	endedRing []string
+	endedNext int
+}
+
+// endedMemory is how many ended sessions the server remembers, so that a
+// call naming one answers 410 session_ended with why it ended (deleted,
+// expired, its interpreter gone) rather than 404, which could not tell a
+// session that is gone from a mistyped id. Ids are 128 random bits and
+// never reused, so a remembered id cannot name a live session. The oldest
+// is forgotten first; an id ended longer ago than the last endedMemory
+// endings answers 404 like one that never existed. At about 150 bytes an
+// entry this bounds the memory at well under a megabyte.
+const endedMemory = 4096
+
+// end records that session id ended, and why (a phrase after "it", such
+// as "was deleted"). t.mu must be held.
+func (t *sessionTable) end(id, why string) {
+	if t.ended == nil {
+		t.ended = map[string]string{}
+		t.endedRing = make([]string, endedMemory)
+	}
+	if old := t.endedRing[t.endedNext]; old != "" {
+		delete(t.ended, old)
+	}
+	t.endedRing[t.endedNext] = id
+	t.endedNext = (t.endedNext + 1) % len(t.endedRing)
+	t.ended[id] = why
+}
+
+// endedWhy says why session id ended, when it is among those remembered.
+func (t *sessionTable) endedWhy(id string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	why, ok := t.ended[id]
+	return why, ok
 }
 
 type sessionEntry struct {
@@ -126,8 +163,9 @@ func (t *sessionTable) use(id string) (*sessionEntry, func(), bool) {
 	}, true
 }
 
-// remove takes the session out of the table; the caller closes it.
-func (t *sessionTable) remove(id string) *sessionEntry {
+// remove takes the session out of the table, remembering why it ended
+// (end); the caller closes it.
+func (t *sessionTable) remove(id, why string) *sessionEntry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.byID[id]
@@ -135,6 +173,7 @@ func (t *sessionTable) remove(id string) *sessionEntry {
 		return nil
 	}
 	delete(t.byID, id)
+	t.end(id, why)
 	t.changed()
 	return e
 }
@@ -154,6 +193,7 @@ func (t *sessionTable) janitor(stop <-chan struct{}) {
 			for id, e := range t.byID {
 				if e != nil && e.busy == 0 && now.Sub(e.lastUsed) > t.idle {
 					delete(t.byID, id)
+					t.end(id, fmt.Sprintf("expired after %s idle", t.idle))
 					expired = append(expired, e)
 				}
 			}
@@ -320,9 +360,16 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, created)
 }
 
+// sessionNotFound answers a call naming a session that is not open: 410
+// session_ended, with why, for one that ended recently (endedMemory); 404
+// for any other id.
 func (s *Server) sessionNotFound(id string) *APIError {
-	return apiErr(http.StatusNotFound, CodeSessionNotFound,
-		fmt.Sprintf("no session %q: it never existed, was deleted, or expired after %s idle", id, s.cfg.SessionIdle))
+	if why, ok := s.sessions.endedWhy(id); ok {
+		return apiErr(http.StatusGone, CodeSessionEnded, fmt.Sprintf(
+			"session %q has ended: it %s, and its state is gone: open a new session (POST /sessions, or MCP session_open)", id, why))
+	}
+	return apiErr(http.StatusNotFound, CodeSessionNotFound, fmt.Sprintf(
+		"no session %q: no session with this id is open or ended recently (sessions close after %s idle); open one with POST /sessions", id, s.cfg.SessionIdle))
 }
 
 func (s *Server) handleSessionExecute(w http.ResponseWriter, r *http.Request, id string) {
@@ -332,7 +379,7 @@ func (s *Server) handleSessionExecute(w http.ResponseWriter, r *http.Request, id
 }
 
 // sessionError answers a failed session call; a session whose runtime is
-// gone is removed, so its id answers 404 afterwards.
+// gone is removed, and its id answers 410 afterwards too (sessionNotFound).
 func (s *Server) sessionError(ctx context.Context, e *sessionEntry, err error) *APIError {
 	if ctx.Err() != nil {
 		return s.runError(ctx, e.language, err)
@@ -343,7 +390,7 @@ func (s *Server) sessionError(ctx context.Context, e *sessionEntry, err error) *
 		// symlink); the session is fine
 		return s.runError(ctx, e.language, err)
 	}
-	if s.sessions.remove(e.id) != nil {
+	if s.sessions.remove(e.id, fmt.Sprintf("ended when its interpreter failed (%v)", err)) != nil {
 		s.closeLater(e)
 	}
 	return apiErr(http.StatusGone, CodeSessionEnded, fmt.Sprintf("session %s ended: %v", e.id, err))

@@ -118,7 +118,7 @@ async function main() {
   r = await call("session_close", { session_id: id });
   check("session_close", !r.isError && r.structuredContent.closed === true, r);
   r = await call("session_run", { session_id: id, code: "print(count)" });
-  check("closed session rejected", r.isError === true && text(r).includes(`no session "${id}"`), r);
+  check("closed session rejected", r.isError === true && text(r).includes(`session "${id}" has ended: it was deleted`), r);
 
   await client.close();
   console.log("done");
