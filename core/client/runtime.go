@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -71,13 +72,20 @@ func (r *Runtime) Info(ctx context.Context) (*core.Info, error) {
 // Run executes one program.
 //
 // The program runs at the isolation Limits.Isolation resolves to for this
-// runtime's plugin (Isolation); a level or limit the plugin cannot honour
-// is a RefusedError and nothing runs. A plugin that reports another level
+// runtime's plugin (Isolation); a level or limit the plugin cannot honour,
+// or requirements from a plugin that declares no "requirements"
+// capability (core.CheckRequirements), is a RefusedError and nothing runs. A plugin that reports another level
 // than the one it was asked for broke its declaration: that is an error,
 // not a result.
 func (r *Runtime) Run(ctx context.Context, p core.Program) (*core.Result, error) {
 	limits, err := r.Sandbox(ctx, p.Limits, false)
 	if err != nil {
+		return nil, err
+	}
+	// Requirements the plugin cannot install are refused here, from its
+	// declaration, so that this holds for every plugin and every caller
+	// (exec, serve, the daemon), not only for plugins that check.
+	if err := core.CheckRequirements(r.declared(), r.pluginName(), p.Requirements); err != nil {
 		return nil, err
 	}
 	p.Limits = limits
@@ -120,11 +128,26 @@ func RunLost(ctx context.Context, err error, hdr metadata.MD) string {
 	return ""
 }
 
-// Check validates code without running it.
+// Check validates code without running it. A runtime whose plugin declares
+// no "check" capability, or answers that it has no checker, is a
+// RefusedError (core.CheckSyntaxCheck): the caller asked for something
+// the runtime does not offer, which is not the code's failure.
 func (r *Runtime) Check(ctx context.Context, code string) (ok bool, msg string, err error) {
+	info, err := r.Declared(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	if err := core.CheckSyntaxCheck(info, r.pluginName()); err != nil {
+		return false, "", err
+	}
 	res, err := r.Client.Check(ctx, &pb.CheckRequest{Code: []byte(code), Runtime: r.Name})
 	if err != nil {
-		return false, "", pb.Error(err)
+		err = pb.Error(err)
+		if errors.Is(err, core.ErrUnsupported) {
+			return false, "", &core.RefusedError{Kind: core.Invalid, Err: err,
+				Msg: fmt.Sprintf("plugin %s declares a syntax check but has none (%v): drop --check to run the code", r.pluginName(), err)}
+		}
+		return false, "", err
 	}
 	return res.GetOk(), res.GetMessage(), nil
 }

@@ -57,7 +57,7 @@ func fakeRuntime() *plugintest.Runtime {
 	var live atomic.Int64 // sessions open in this process
 	return &plugintest.Runtime{
 		InfoF: func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
-			return &pb.InfoResponse{Name: "fake", Available: true, Backend: "native", RuntimeVersion: "Fake 1.0", Capabilities: []string{"repl", "program"}}, nil
+			return &pb.InfoResponse{Name: "fake", Available: true, Backend: "native", RuntimeVersion: "Fake 1.0", Capabilities: []string{"repl", "program", "check"}}, nil
 		},
 		RunF: func(_ context.Context, req *pb.RunRequest) (*pb.Result, error) {
 			switch string(req.GetCode()) {

@@ -1,6 +1,7 @@
 // Package shell is the bash runtime: a program is a script run by bash.
-// Requirements are ignored; the tools a script may call are whatever the
-// machine (or container image) has installed.
+// It installs no requirements (it declares no "requirements" capability,
+// so rlm refuses a request with them); the tools a script may call are
+// whatever the machine (or container image) has installed.
 package shell
 
 import (

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -60,7 +61,9 @@ type Runtime struct {
 	Capabilities []string
 	// Installer, when set, installs a request's requirements (cached by
 	// core/plugin/install) before Prepare and the program run; nil means
-	// requirements are ignored (shell, golang).
+	// the runtime installs none (shell, golang): Info then never declares
+	// the "requirements" capability, and a request with requirements is
+	// refused (by the host, from that declaration, and by Run).
 	Installer func(t toolpath.Tool) *install.Installer
 	// InstallEnv makes the installed set in dir usable by the program
 	// (PYTHONPATH, NODE_PATH); it may also prepare the workspace.
@@ -108,7 +111,7 @@ func (s *Server) Info(context.Context) (core.Info, error) {
 		PluginVersion:   cmp.Or(s.RT.Version, version.String()),
 		Language:        s.RT.Language,
 		FileExtension:   s.RT.Ext,
-		Capabilities:    s.RT.Capabilities,
+		Capabilities:    s.capabilities(),
 		Backend:         "native",
 		IsolationLevels: levelNames(s.sandbox().Levels()),
 	}
@@ -125,6 +128,17 @@ func (s *Server) Info(context.Context) (core.Info, error) {
 	r.Available = true
 	r.RuntimeVersion = t.Version
 	return r, nil
+}
+
+// capabilities are the runtime's declared ones, without "requirements"
+// when it has no Installer: the host refuses requirements by that
+// declaration (core.CheckRequirements), so a runtime must not claim to
+// install what nothing here would install.
+func (s *Server) capabilities() []string {
+	if s.RT.Installer != nil || !slices.Contains(s.RT.Capabilities, "requirements") {
+		return s.RT.Capabilities
+	}
+	return slices.DeleteFunc(slices.Clone(s.RT.Capabilities), func(c string) bool { return c == "requirements" })
 }
 
 // Run executes one program in a fresh workspace.
@@ -164,6 +178,12 @@ func (s *Server) Run(ctx context.Context, req core.Program) (*core.Result, error
 	}
 	var inst *install.Outcome
 	ro := []string{}
+	if s.RT.Installer == nil && len(install.Normalize(req.Requirements)) > 0 {
+		// The host refuses these first (Info declares no requirements);
+		// this holds for a host that does not.
+		ws.Remove()
+		return nil, plugin.Invalid(fmt.Errorf("the %s runtime installs no requirements; drop them", s.RT.Name))
+	}
 	if s.RT.Installer != nil && len(install.Normalize(req.Requirements)) > 0 {
 		if err := install.Validate(req.Requirements); err != nil {
 			ws.Remove()

@@ -116,7 +116,7 @@ what is read.`,
 	fl.StringArrayVar(&o.Env, "env", nil, "K=V environment variable for the program (repeatable)")
 	fl.StringArrayVar(&o.Files, "file", nil, "NAME=PATH: put the file at PATH into the working directory as NAME (repeatable)")
 	fl.StringVar(&o.Out, "out", "", "directory to write the files the program produced into")
-	fl.StringSliceVar(&o.Requirements, "requirements", nil, "packages to install first, comma-separated or repeated (pip for python, npm for node; ignored by shell and golang); local paths are allowed")
+	fl.StringSliceVar(&o.Requirements, "requirements", nil, "packages to install first, comma-separated or repeated (pip for python, npm for node; refused by runtimes that install none, such as shell and golang); local paths are allowed")
 	fl.StringVar(&o.IndexURL, "index-url", "", "python: package index URL for requirements")
 	fl.StringArrayVar(&o.FindLinks, "find-links", nil, "python: directory or URL of wheels to install requirements from (repeatable)")
 	fl.BoolVar(&o.NoIndex, "no-index", false, "python: install requirements from --find-links only, never an index")

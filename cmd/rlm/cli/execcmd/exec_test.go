@@ -23,11 +23,15 @@ import (
 
 // The test binary doubles as the plugins the run tests use when
 // RLM_EXEC_TEST_PLUGIN names one: "fakert", a runtime that reports what it
-// was asked to run, and "downrt", one that is unavailable here.
+// was asked to run, "plainrt", the same declaring neither a syntax check
+// nor requirements, and "downrt", one that is unavailable here.
 func TestMain(m *testing.M) {
 	switch os.Getenv("RLM_EXEC_TEST_PLUGIN") {
 	case "fakert":
 		plugin.ServeGRPC(fakeRuntime())
+		os.Exit(0)
+	case "plainrt":
+		plugin.ServeGRPC(plainRuntime())
 		os.Exit(0)
 	case "downrt":
 		plugin.ServeGRPC(&plugintest.Runtime{InfoF: func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
@@ -45,7 +49,8 @@ func TestMain(m *testing.M) {
 func fakeRuntime() *plugintest.Runtime {
 	return &plugintest.Runtime{
 		InfoF: func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
-			return &pb.InfoResponse{Name: "fakert", Available: true, FileExtension: ".fk", IsolationLevels: []string{"none"}}, nil
+			return &pb.InfoResponse{Name: "fakert", Available: true, FileExtension: ".fk", IsolationLevels: []string{"none"},
+				Capabilities: []string{"program", "check", "requirements"}}, nil
 		},
 		RunF: func(_ context.Context, req *pb.RunRequest) (*pb.Result, error) {
 			code := string(req.GetCode())
@@ -87,7 +92,7 @@ func factory(t *testing.T, stdin string) (*cmdutil.Factory, *bytes.Buffer, *byte
 	if err := os.Mkdir(plugins, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"fakert", "downrt"} {
+	for _, name := range []string{"fakert", "plainrt", "downrt"} {
 		plugintest.WritePlugin(t, plugins, name, "RLM_EXEC_TEST_PLUGIN="+name)
 	}
 	t.Setenv("RLM_PLUGIN_PATH", "")
