@@ -164,7 +164,7 @@ func run(ctx context.Context, o *Options) error {
 		}
 		// Not found, or a plugin that crashed, hung or broke its handshake
 		// (`rlm plugins` lists it unavailable), or an unreachable daemon.
-		return &cmdutil.ExitError{Code: cmdutil.ExitNoRuntime, Err: err}
+		return jsonFailure(o, &cmdutil.ExitError{Code: cmdutil.ExitNoRuntime, Err: err})
 	}
 	defer rt.Close()
 	err = runOn(ctx, rt, o, prog)
@@ -173,6 +173,24 @@ func run(ctx context.Context, o *Options) error {
 		// clashing file) must not exit 1 like the program's own failure.
 		return cmdutil.Usage(err)
 	}
+	return jsonFailure(o, err)
+}
+
+// jsonFailure prints, for --json, the error that ended exec before there
+// was a result (a runtime that is missing, whose plugin failed to start or
+// died answering), so that a caller reading stdout gets an object that
+// says why, as with a result: {"runtime", "error"}. Usage errors and
+// interruptions print nothing there; the error is on stderr as always.
+func jsonFailure(o *Options, err error) error {
+	var ee *cmdutil.ExitError
+	if !o.JSON || err == nil || errors.As(err, &ee) && (ee.Err == nil || ee.Code == cmdutil.ExitUsage || ee.Code == cmdutil.ExitInterrupted) {
+		return err
+	}
+	msg := err.Error()
+	if ee != nil {
+		msg = ee.Err.Error()
+	}
+	_ = writeJSON(o.F.IO.Out, map[string]string{"runtime": o.Runtime, "error": msg})
 	return err
 }
 
@@ -210,6 +228,14 @@ func runOn(ctx context.Context, rt *client.Runtime, o *Options, prog core.Progra
 	res, err := execute(ctx, rt, prog)
 	if ctx.Err() != nil {
 		return &cmdutil.ExitError{Code: cmdutil.ExitInterrupted, Err: errors.New("interrupted")}
+	}
+	if errors.Is(err, core.ErrRuntimeLost) && rt.Exited() {
+		// The plugin died under the call before it said it had the
+		// request (a plugin without rlm's SDK, or one killed at once):
+		// the program may have started all the same, and exec never
+		// runs it again, so this is the run's ending, not rlm's failure.
+		res, err = &core.Result{EndedBy: ending.Crashed, ExitCode: -1, Backend: rt.Backend,
+			Error: fmt.Sprintf("the %s runtime's plugin exited during the run: %v; %s", rt.Name, err, core.PartlyRun)}, nil
 	}
 	if err != nil {
 		return err
