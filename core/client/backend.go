@@ -110,6 +110,7 @@ func start(ctx context.Context, pluginName, runtime, backend string, o Options) 
 	rt := NewRuntime(runtime, backend, p.Client, p.Kill, isolate.Available)
 	rt.Plugin = p.Path
 	rt.exited = p.Exited
+	rt.stderr = p.Stderr
 	if p.Info != nil {
 		rt.SetDeclared(p.Info)
 	}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -32,6 +35,13 @@ type Runtime struct {
 	// exited reports whether the plugin process behind the connection
 	// ended; nil when unknown (see Exited).
 	exited func() bool
+	// stderr is the tail of what the plugin process wrote to stderr; nil
+	// when unknown. Errors that report the plugin's death carry it.
+	stderr func() string
+	// broken is set once a call found the plugin's handler panicking
+	// (pb.PanickedTrailer): the process lives on, but is not to be used
+	// again, so Exited reports it as gone.
+	broken atomic.Bool
 	// host is what this host can enforce; see ResolveIsolation.
 	host isolation.Probe
 
@@ -56,17 +66,71 @@ func (r *Runtime) Close() {
 }
 
 // Exited reports whether the plugin process this runtime launched has
-// ended (crashed or killed). It is false when that is not known: a
-// connection to the daemon, or a runtime built with NewRuntime.
-func (r *Runtime) Exited() bool { return r.exited != nil && r.exited() }
+// ended (crashed or killed), or panicked in a call and must not be used
+// again. It is false when that is not known: a connection to the daemon,
+// or a runtime built with NewRuntime.
+func (r *Runtime) Exited() bool { return r.broken.Load() || r.exited != nil && r.exited() }
 
 // Info asks the runtime what it is.
 func (r *Runtime) Info(ctx context.Context) (*core.Info, error) {
-	info, err := r.Client.Info(ctx, &pb.InfoRequest{Runtime: r.Name})
+	var tr metadata.MD
+	info, err := r.Client.Info(ctx, &pb.InfoRequest{Runtime: r.Name}, grpc.Trailer(&tr))
 	if err != nil {
-		return nil, pb.Error(err)
+		return nil, r.callError(err, tr)
 	}
 	return pb.InfoFromProto(info), nil
+}
+
+// exitWait bounds how long an error report waits for a plugin whose
+// connection was lost to end, which is when all its stderr has been read.
+const exitWait = 2 * time.Second
+
+// callError translates a failed call's error (pb.Error) and says what the
+// plugin said as it failed: the panic and stack of a handler that panicked
+// (pb.PanickedTrailer in tr; the runtime is then broken, see Exited), or
+// the stderr tail of a plugin whose connection was lost.
+func (r *Runtime) callError(err error, tr metadata.MD) error {
+	if msg, ok := panicked(err, tr); ok {
+		r.broken.Store(true)
+		return fmt.Errorf("plugin %s panicked: %s", r.pluginName(), msg)
+	}
+	err = pb.Error(err)
+	if errors.Is(err, core.ErrRuntimeLost) {
+		if note := r.DeathNote(); note != "" {
+			err = fmt.Errorf("%w%s", err, note)
+		}
+	}
+	return err
+}
+
+// panicked returns the panic a call's handler hit, from its status, when
+// the server said so (pb.PanickedTrailer).
+func panicked(err error, tr metadata.MD) (string, bool) {
+	if len(tr.Get(pb.PanickedTrailer)) == 0 {
+		return "", false
+	}
+	return status.Convert(err).Message(), true
+}
+
+// DeathNote is what the plugin process wrote to stderr before it ended
+// (bounded: its tail), as a paragraph to append to an error that reports
+// its death: "" when rlm did not launch it (the daemon), it wrote nothing,
+// or it is still running after exitWait. A Go plugin's panic and stack
+// are there.
+func (r *Runtime) DeathNote() string {
+	if r.stderr == nil || r.exited == nil {
+		return ""
+	}
+	for deadline := time.Now().Add(exitWait); !r.exited(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return ""
+		}
+	}
+	s := strings.TrimSpace(r.stderr())
+	if s == "" {
+		return ""
+	}
+	return "\nplugin stderr:\n" + s
 }
 
 // Run executes one program.
@@ -91,14 +155,19 @@ func (r *Runtime) Run(ctx context.Context, p core.Program) (*core.Result, error)
 	p.Limits = limits
 	req := pb.ProgramProto(p)
 	req.Runtime = r.Name
-	var hdr metadata.MD
-	res, err := r.Client.Run(ctx, req, grpc.Header(&hdr))
+	var hdr, tr metadata.MD
+	res, err := r.Client.Run(ctx, req, grpc.Header(&hdr), grpc.Trailer(&tr))
 	if err != nil {
+		if msg, ok := panicked(err, tr); ok {
+			r.broken.Store(true)
+			return &core.Result{EndedBy: ending.Crashed, ExitCode: -1, Backend: r.Backend,
+				Error: fmt.Sprintf("plugin %s panicked while running the program; %s\n%s", r.pluginName(), core.PartlyRun, msg)}, nil
+		}
 		if lost := RunLost(ctx, err, hdr); lost != "" {
 			return &core.Result{EndedBy: ending.Crashed, ExitCode: -1, Backend: r.Backend,
-				Error: fmt.Sprintf("the %s runtime (%s) exited while the program was running (%s); %s", r.Name, r.Backend, lost, core.PartlyRun)}, nil
+				Error: fmt.Sprintf("the %s runtime (%s) exited while the program was running (%s); %s%s", r.Name, r.Backend, lost, core.PartlyRun, r.DeathNote())}, nil
 		}
-		return nil, pb.Error(err)
+		return nil, r.callError(err, tr)
 	}
 	out := pb.ResultFromProto(res)
 	if out.Backend == "" {
@@ -140,9 +209,10 @@ func (r *Runtime) Check(ctx context.Context, code string) (ok bool, msg string, 
 	if err := core.CheckSyntaxCheck(info, r.pluginName()); err != nil {
 		return false, "", err
 	}
-	res, err := r.Client.Check(ctx, &pb.CheckRequest{Code: []byte(code), Runtime: r.Name})
+	var tr metadata.MD
+	res, err := r.Client.Check(ctx, &pb.CheckRequest{Code: []byte(code), Runtime: r.Name}, grpc.Trailer(&tr))
 	if err != nil {
-		err = pb.Error(err)
+		err = r.callError(err, tr)
 		if errors.Is(err, core.ErrUnsupported) {
 			return false, "", &core.RefusedError{Kind: core.Invalid, Err: err,
 				Msg: fmt.Sprintf("plugin %s declares a syntax check but has none (%v): drop --check to run the code", r.pluginName(), err)}

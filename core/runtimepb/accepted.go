@@ -9,3 +9,10 @@ package runtimepb
 // the user's program twice. Plugins built before the header existed never
 // send it, and get the old behaviour (one retry).
 const AcceptedHeader = "rlm-run-accepted"
+
+// PanickedTrailer is the response trailer a runtime server sets on a call
+// whose handler panicked (ServerOptions recover it): the call's status
+// carries the panic and its stack, and the process is no longer to be
+// trusted. A host reports a Run that panicked as crashed, never runs it
+// again, and stops the plugin.
+const PanickedTrailer = "rlm-plugin-panicked"

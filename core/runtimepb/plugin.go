@@ -5,12 +5,18 @@ package runtimepb
 // under every protocol version, and the gRPC options both sides use.
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"math"
+	"os"
+	"runtime/debug"
 
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // ProtocolVersion is the runtime service version this build speaks. Bump it
@@ -91,12 +97,53 @@ const runMethod = "/rlm.runtime.v1.Runtime/Run"
 // acceptRuns sends AcceptedHeader before a Run request is handled: a
 // host that then loses the connection knows the program may have started
 // and reports it as crashed instead of running it again.
-func acceptRuns(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+//
+// It also recovers a handler's panic. Left alone, gRPC lets the panic kill
+// the process at once, before the header queued above is written (the
+// host would see a connection lost before its request arrived, and run
+// the program again) and with the panic visible only in a stderr the host
+// discards. Recovered, the panic and its stack go to stderr as Go prints
+// them, and the call fails with them in its status and PanickedTrailer
+// set, which the host reports (a Run as crashed) and then kills the
+// plugin: nothing is served by a process whose state a panic may have
+// broken.
+func acceptRuns(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 	if info.FullMethod == runMethod {
 		_ = grpc.SendHeader(ctx, metadata.Pairs(AcceptedHeader, "1"))
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			// Taken before the deferred call returns: the stack still
+			// holds the frames that panicked.
+			stack := panicStack(debug.Stack())
+			fmt.Fprintf(os.Stderr, "panic: %v\n\n%s", v, stack)
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(PanickedTrailer, "1"))
+			if len(stack) > maxPanicStack {
+				stack = append(stack[:maxPanicStack:maxPanicStack], "\n..."...)
+			}
+			resp, err = nil, status.Errorf(codes.Internal, "panic: %v\n\n%s", v, bytes.ToValidUTF8(stack, nil))
+		}
+	}()
 	return handler(ctx, req)
 }
+
+// panicStack is a stack taken in a deferred recover without the frames of
+// the recovery itself (debug.Stack, the deferred function, panic): the
+// goroutine line, then the frame that panicked.
+func panicStack(stack []byte) []byte {
+	first, rest, ok := bytes.Cut(stack, []byte("\n"))
+	i := bytes.Index(rest, []byte("\npanic("))
+	if !ok || i < 0 {
+		return stack
+	}
+	_, after, _ := bytes.Cut(rest[i+1:], []byte("\n")) // panic(...)
+	_, after, _ = bytes.Cut(after, []byte("\n"))       // its file:line
+	return append(append(first, '\n'), after...)
+}
+
+// maxPanicStack bounds the stack a recovered panic's status carries: its
+// head, where the panic is.
+const maxPanicStack = 8 << 10
 
 // DialOptions are the matching client options.
 func DialOptions() []grpc.DialOption {

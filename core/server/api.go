@@ -59,6 +59,11 @@ func (s *Server) execute(ctx context.Context, req *ExecuteRequest) (string, *Exe
 	if err != nil {
 		return lang, nil, s.runError(ctx, lang, err)
 	}
+	if res.EndedBy == ending.Crashed {
+		// The plugin panicked or died under the program: its error
+		// carries what the plugin said (its panic, its stderr).
+		s.cfg.Logger.Error("runtime crashed", "language", lang, "error", res.Error)
+	}
 	resp := Response(lang, res)
 	return lang, &resp, nil
 }

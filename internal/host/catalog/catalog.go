@@ -112,8 +112,18 @@ const (
 // List finds every plugin on sp and fingerprints each, launching them in
 // parallel and stopping each once it answered. A plugin that fails to start
 // or to answer is listed with the reason (Fingerprint.Err).
-func List(ctx context.Context, sp launch.SearchPath) []Entry {
-	found := sp.All()
+func List(ctx context.Context, sp launch.SearchPath) []Entry { return ListOnly(ctx, sp, nil) }
+
+// ListOnly is List of the plugins whose name keep accepts (all when keep
+// is nil): the others are not launched. `rlm exec FILE` asks only the
+// plugins whose extensions it does not know already.
+func ListOnly(ctx context.Context, sp launch.SearchPath, keep func(name string) bool) []Entry {
+	var found []launch.Found
+	for _, f := range sp.All() {
+		if keep == nil || keep(f.Name) {
+			found = append(found, f)
+		}
+	}
 	entries := make([]Entry, len(found))
 	var wg sync.WaitGroup
 	for i, f := range found {

@@ -169,25 +169,55 @@ func hostLogger() hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "rlm", Level: level, Output: os.Stderr})
 }
 
-// tailWriter keeps the last max bytes written to it.
+// tailWriter keeps the last max bytes written to it, except once a Go
+// runtime crash report begins (a line starting "panic: " or "fatal error:
+// "): from then on it keeps that report's first max bytes instead. A
+// crash's traceback can list every goroutine; its head says what
+// panicked and where, its tail only which goroutines were idle.
 type tailWriter struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
+	mu      sync.Mutex
+	max     int
+	buf     []byte
+	crash   []byte // the crash report, once one began
+	cut     bool   // the report was longer than max
+	midLine bool   // the last write did not end a line
 }
 
 func (w *tailWriter) Write(b []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	n := len(b)
+	if w.crash == nil && !w.midLine && (bytes.HasPrefix(b, []byte("panic: ")) || bytes.HasPrefix(b, []byte("fatal error: "))) {
+		w.crash = make([]byte, 0, 1024)
+	}
+	if len(b) > 0 {
+		w.midLine = b[len(b)-1] != '\n'
+	}
+	if w.crash != nil {
+		room := w.max - len(w.crash)
+		if len(b) > room {
+			w.cut = true
+			b = b[:max(room, 0)]
+		}
+		w.crash = append(w.crash, b...)
+		return n, nil
+	}
 	w.buf = append(w.buf, b...)
 	if len(w.buf) > w.max {
 		w.buf = append(w.buf[:0], w.buf[len(w.buf)-w.max:]...)
 	}
-	return len(b), nil
+	return n, nil
 }
 
 func (w *tailWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return string(bytes.ToValidUTF8(w.buf, nil))
+	out := w.buf
+	if w.crash != nil {
+		out = w.crash
+		if w.cut {
+			out = append(out[:len(out):len(out)], "\n... (the rest of the crash report is left out)\n"...)
+		}
+	}
+	return string(bytes.ToValidUTF8(out, nil))
 }

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin/install"
+	"github.com/rlmkit/rlm/internal/host/catalog"
 )
 
 // Options are exec's parsed flags.
@@ -63,7 +66,9 @@ func NewCmd(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 		Long: `Run code in a runtime (python, node, golang, shell, or a third-party plugin).
 
 The runtime is -r, else the one the file's extension names (.py python,
-.js/.mjs/.cjs node, .go golang, .sh shell), else the config's (python).
+.js/.mjs/.cjs node, .go golang, .sh shell, or the extension a discovered
+plugin declares), else the config's (python) for code without a file
+extension. An extension no runtime declares is a usage error.
 Standard input, when piped or redirected, reaches the program (as does
 --stdin FILE, or --stdin - explicitly).
 
@@ -138,7 +143,9 @@ func run(ctx context.Context, o *Options) error {
 		return cmdutil.Usage(err)
 	}
 	if o.Runtime == "" {
-		o.Runtime = runtimeForFile(o.File)
+		if o.Runtime, err = o.runtimeByExtension(ctx); err != nil {
+			return err
+		}
 	}
 	if o.Runtime == "" {
 		o.Runtime = cfg.Runtime
@@ -164,7 +171,7 @@ func run(ctx context.Context, o *Options) error {
 		}
 		// Not found, or a plugin that crashed, hung or broke its handshake
 		// (`rlm plugins` lists it unavailable), or an unreachable daemon.
-		return &cmdutil.ExitError{Code: cmdutil.ExitNoRuntime, Err: err}
+		return jsonFailure(o, &cmdutil.ExitError{Code: cmdutil.ExitNoRuntime, Err: err})
 	}
 	defer rt.Close()
 	err = runOn(ctx, rt, o, prog)
@@ -173,6 +180,24 @@ func run(ctx context.Context, o *Options) error {
 		// clashing file) must not exit 1 like the program's own failure.
 		return cmdutil.Usage(err)
 	}
+	return jsonFailure(o, err)
+}
+
+// jsonFailure prints, for --json, the error that ended exec before there
+// was a result (a runtime that is missing, whose plugin failed to start or
+// died answering), so that a caller reading stdout gets an object that
+// says why, as with a result: {"runtime", "error"}. Usage errors and
+// interruptions print nothing there; the error is on stderr as always.
+func jsonFailure(o *Options, err error) error {
+	var ee *cmdutil.ExitError
+	if !o.JSON || err == nil || errors.As(err, &ee) && (ee.Err == nil || ee.Code == cmdutil.ExitUsage || ee.Code == cmdutil.ExitInterrupted) {
+		return err
+	}
+	msg := err.Error()
+	if ee != nil {
+		msg = ee.Err.Error()
+	}
+	_ = writeJSON(o.F.IO.Out, map[string]string{"runtime": o.Runtime, "error": msg})
 	return err
 }
 
@@ -210,6 +235,14 @@ func runOn(ctx context.Context, rt *client.Runtime, o *Options, prog core.Progra
 	res, err := execute(ctx, rt, prog)
 	if ctx.Err() != nil {
 		return &cmdutil.ExitError{Code: cmdutil.ExitInterrupted, Err: errors.New("interrupted")}
+	}
+	if errors.Is(err, core.ErrRuntimeLost) && rt.Exited() {
+		// The plugin died under the call before it said it had the
+		// request (a plugin without rlm's SDK, or one killed at once):
+		// the program may have started all the same, and exec never
+		// runs it again, so this is the run's ending, not rlm's failure.
+		res, err = &core.Result{EndedBy: ending.Crashed, ExitCode: -1, Backend: rt.Backend,
+			Error: fmt.Sprintf("the %s runtime's plugin exited during the run: %v; %s", rt.Name, err, core.PartlyRun)}, nil
 	}
 	if err != nil {
 		return err
@@ -444,12 +477,60 @@ var extRuntimes = map[string]string{
 	".go": "golang", ".sh": "shell", ".bash": "shell",
 }
 
-// runtimeForFile is the runtime a code file's extension names, or "".
+// runtimeForFile is the built-in runtime a code file's extension names,
+// or "".
 func runtimeForFile(file string) string {
 	if file == "" || file == "-" {
 		return ""
 	}
 	return extRuntimes[strings.ToLower(filepath.Ext(file))]
+}
+
+// runtimeByExtension is the runtime for the code file: the built-in one
+// its extension names, else the discovered plugin whose Info declares
+// that extension (FileExtension), else "" for code without a file or a
+// file without an extension (the config's runtime runs it). An extension
+// nobody declares is a usage error naming those known and -r.
+//
+// Only plugins that are not built in are asked (launched once each, in
+// parallel, for their Info), and only for an extension the built-in
+// mapping lacks: `rlm exec x.py` launches nothing more than before.
+func (o *Options) runtimeByExtension(ctx context.Context) (string, error) {
+	if rt := runtimeForFile(o.File); rt != "" || o.File == "" || o.File == "-" {
+		return rt, nil
+	}
+	ext := strings.ToLower(filepath.Ext(o.File))
+	if ext == "" {
+		return "", nil
+	}
+	builtin := func(name string) bool {
+		return slices.Contains(cmdutil.BuiltinRuntimes, name) || name == client.Pyodide
+	}
+	byRuntime := map[string][]string{}
+	for e, rt := range extRuntimes {
+		byRuntime[rt] = append(byRuntime[rt], e)
+	}
+	for _, e := range catalog.ListOnly(ctx, o.F.SearchPath(), func(name string) bool { return !builtin(name) }) {
+		if e.Info == nil || e.Info.FileExtension == "" {
+			continue
+		}
+		declared := strings.ToLower(e.Info.FileExtension)
+		if !strings.HasPrefix(declared, ".") {
+			declared = "." + declared
+		}
+		if declared == ext {
+			return e.Name, nil
+		}
+		byRuntime[e.Name] = append(byRuntime[e.Name], declared)
+	}
+	var known []string
+	for _, rt := range slices.Sorted(maps.Keys(byRuntime)) {
+		exts := byRuntime[rt]
+		slices.Sort(exts)
+		known = append(known, fmt.Sprintf("%s (%s)", strings.Join(exts, " "), rt))
+	}
+	return "", cmdutil.Usagef("no runtime declares %s files (%s): the known extensions are %s; give the runtime with -r RUNTIME",
+		ext, o.File, strings.Join(known, ", "))
 }
 
 // ready checks, before anything runs, what would otherwise surface as the
