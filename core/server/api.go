@@ -211,6 +211,7 @@ func (s *Server) runCell(ctx context.Context, id string, req *CellRequest) (stri
 	if e.deleted.Load() {
 		return e.language, nil, e.deletedError(false)
 	}
+	defer e.running.start()()
 	var (
 		res *core.Result
 		err error

@@ -27,7 +27,7 @@ const (
 	StatusTimeout       = "timeout"        // the wall limit ended it
 	StatusInstallError  = "install_error"  // requirements failed to install
 	StatusLimitExceeded = "limit_exceeded" // memory, output, processes, disk or fuel
-	StatusCancelled     = "cancelled"      // the client went away or the server stopped
+	StatusCancelled     = "cancelled"      // the client went away, the server stopped, or POST /sessions/{id}/interrupt
 )
 
 // ExecuteRequest is the body of POST /execute.

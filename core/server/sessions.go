@@ -82,6 +82,8 @@ type sessionEntry struct {
 	// say the session was deleted, rather than report an interrupt that
 	// "kept the session state" or the closed stream's gRPC error.
 	deleted atomic.Bool
+	// running is the cell running now, for POST /sessions/{id}/interrupt.
+	running running
 }
 
 // deletedError answers a request on a session that DELETE removed while
