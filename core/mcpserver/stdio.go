@@ -39,8 +39,14 @@ const drainCap = 10 * time.Minute
 //     and dropping their replies, which leaves `printf ... | rlm mcp`
 //     without output. The end of in is therefore passed on only once every
 //     request passed on has been answered (or cancelled by the client).
+//   - The SDK answers a request the client cancelled (with
+//     notifications/cancelled) once its handler returns, while MCP says the
+//     receiver of a cancellation should not answer it, and a client may
+//     already have reused the id. The reply to a request cancelled before
+//     it was answered is therefore dropped here (a session_run so cancelled
+//     has interrupted its cell and kept the session).
 func StdioTransport(in io.Reader, out io.Writer) mcp.Transport {
-	p := &pending{ids: map[string]int{}, changed: make(chan struct{}, 1)}
+	p := &pending{ids: map[string]int{}, cancelled: map[string]int{}, changed: make(chan struct{}, 1)}
 	w := &stdioWriter{w: out, pending: p}
 	return &mcp.IOTransport{
 		Reader: &stdioLines{r: bufio.NewReader(in), w: w, pending: p, max: MaxLineLength, drainCap: drainCap},
@@ -52,11 +58,45 @@ func StdioTransport(in io.Reader, out io.Writer) mcp.Transport {
 }
 
 // pending counts the requests passed on to the SDK and not yet answered,
-// by id (see idKey), so that the end of input can wait for their replies.
+// by id (see idKey), so that the end of input can wait for their replies,
+// and the ones the client cancelled meanwhile, whose replies are dropped.
 type pending struct {
-	mu      sync.Mutex
-	ids     map[string]int
-	changed chan struct{} // signalled when an id is removed
+	mu        sync.Mutex
+	ids       map[string]int
+	cancelled map[string]int
+	changed   chan struct{} // signalled when an id is removed
+}
+
+// cancel notes that the client cancelled request key: if it is still
+// unanswered, its reply will be dropped (see drop) and the end of input no
+// longer waits for it.
+func (p *pending) cancel(key string) {
+	p.mu.Lock()
+	unanswered := p.ids[key] > 0
+	if unanswered {
+		p.cancelled[key]++
+	}
+	p.mu.Unlock()
+	if unanswered {
+		p.remove(key)
+	}
+}
+
+// drop says whether a reply to request key is one to a cancelled request,
+// to be dropped; it is counted off.
+func (p *pending) drop(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.cancelled[key]
+	switch {
+	case n == 0:
+		return false
+	case n > 1:
+		p.cancelled[key] = n - 1
+	default:
+		delete(p.cancelled, key)
+	}
+	return true
 }
 
 func (p *pending) add(key string) {
@@ -137,19 +177,24 @@ type stdioWriter struct {
 }
 
 func (l *stdioWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	n, err := l.w.Write(p)
-	l.mu.Unlock()
 	// A response is a message with an id and no method; the SDK's own
 	// requests to the client carry a method and are not ours to count.
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
 		Method json.RawMessage `json:"method"`
 	}
+	key := ""
 	if json.Unmarshal(p, &msg) == nil && msg.Method == nil {
-		if key := idKey(msg.ID); key != "" {
-			l.pending.remove(key)
-		}
+		key = idKey(msg.ID)
+	}
+	if key != "" && l.pending.drop(key) {
+		return len(p), nil // the client cancelled it: no reply
+	}
+	l.mu.Lock()
+	n, err := l.w.Write(p)
+	l.mu.Unlock()
+	if key != "" {
+		l.pending.remove(key)
 	}
 	return n, err
 }
@@ -208,9 +253,10 @@ func (u *stdioLines) Read(p []byte) (int, error) {
 				u.pending.add(key)
 			}
 			if in.method == "notifications/cancelled" {
-				// The SDK sends no reply to a cancelled request.
+				// No reply goes out to a cancelled request (see
+				// stdioWriter), so the end of input does not wait for one.
 				if key := idKey(in.cancelled); key != "" {
-					u.pending.remove(key)
+					u.pending.cancel(key)
 				}
 			}
 		}

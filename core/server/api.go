@@ -211,7 +211,13 @@ func (s *Server) runCell(ctx context.Context, id string, req *CellRequest) (stri
 	if e.deleted.Load() {
 		return e.language, nil, e.deletedError(false)
 	}
-	defer e.running.start()()
+	cell, end := e.running.start()
+	defer end()
+	// A caller that goes away (a dropped connection, an MCP
+	// notifications/cancelled) interrupts the cell as POST
+	// /sessions/{id}/interrupt does, so the session and its state stay.
+	stop := context.AfterFunc(ctx, func() { e.interrupt(context.Background(), cell) })
+	defer stop()
 	var (
 		res *core.Result
 		err error

@@ -23,17 +23,17 @@ type running struct {
 	done chan struct{} // closed when the running cell ends; nil when idle
 }
 
-// start marks a cell running; the returned func marks it ended.
-func (r *running) start() func() {
-	done := make(chan struct{})
+// start marks a cell running: done is closed by end, when it has ended.
+func (r *running) start() (done <-chan struct{}, end func()) {
+	ch := make(chan struct{})
 	r.mu.Lock()
-	r.done = done
+	r.done = ch
 	r.mu.Unlock()
-	return func() {
+	return ch, func() {
 		r.mu.Lock()
 		r.done = nil
 		r.mu.Unlock()
-		close(done)
+		close(ch)
 	}
 }
 
@@ -79,19 +79,30 @@ func (s *Server) interruptSession(ctx context.Context, id string) (string, *Sess
 		return e.language, out, nil
 	}
 	out.Interrupted = true
+	if !e.interrupt(ctx, cell) {
+		return e.language, nil, clientGone()
+	}
+	return e.language, out, nil
+}
+
+// interrupt interrupts the cell whose done channel is cell until it has
+// ended (true), or until ctx ends (false). It is how both an interrupt
+// request and a client that goes away (a dropped /execute connection, an
+// MCP notifications/cancelled) stop a cell.
+func (e *sessionEntry) interrupt(ctx context.Context, cell <-chan struct{}) bool {
 	tick := time.NewTicker(interruptResend)
 	defer tick.Stop()
 	for {
 		if err := e.sess.Cancel(); err != nil {
 			// The stream is gone: the cell's own call reports how the
 			// session ended, and the next call on it says so.
-			return e.language, out, nil
+			return true
 		}
 		select {
 		case <-cell:
-			return e.language, out, nil
+			return true
 		case <-ctx.Done():
-			return e.language, nil, clientGone()
+			return false
 		case <-tick.C:
 		}
 	}
