@@ -67,6 +67,8 @@ type RunCodeInput struct {
 type SessionOpenInput struct {
 	Language string `json:"language,omitempty" jsonschema:"the runtime of the session (a runtime whose capabilities include repl, e.g. python); the server's default runtime when omitted"`
 	Context  string `json:"context,omitempty" jsonschema:"text made available to the session's code as the variable context"`
+	// Env is POST /sessions' env, under the same rules.
+	Env map[string]string `json:"env,omitempty" jsonschema:"environment variables the session's interpreter sees (os.environ); names are letters, digits and _"`
 }
 
 // SessionOpened is session_open's result.
@@ -223,7 +225,7 @@ func (t *tools) listRuntimes(ctx context.Context, _ *mcp.CallToolRequest, _ stru
 }
 
 func (t *tools) sessionOpen(ctx context.Context, _ *mcp.CallToolRequest, in SessionOpenInput) (*mcp.CallToolResult, *SessionOpened, error) {
-	req := &server.SessionRequest{Language: in.Language}
+	req := &server.SessionRequest{Language: in.Language, Env: in.Env}
 	if in.Context != "" {
 		b, _ := json.Marshal(in.Context) // a JSON string: given to the code as text
 		req.Context = b

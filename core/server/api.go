@@ -79,7 +79,7 @@ func (s *Server) OpenSession(ctx context.Context, req *SessionRequest) (*Session
 	if e != nil {
 		return nil, e
 	}
-	_, created, e := s.openSession(ctx, id, lang, sctx)
+	_, created, e := s.openSession(ctx, id, lang, sctx, req)
 	if e != nil {
 		return nil, e
 	}
@@ -109,6 +109,9 @@ func (s *Server) sessionSpec(req *SessionRequest) (string, *core.Context, *APIEr
 	if e != nil {
 		return "", nil, e
 	}
+	if _, e := checkEnv(req.Env); e != nil {
+		return lang, nil, e
+	}
 	if len(req.Context) == 0 || string(req.Context) == "null" {
 		return lang, nil, nil
 	}
@@ -123,9 +126,9 @@ func (s *Server) sessionSpec(req *SessionRequest) (string, *core.Context, *APIEr
 	return lang, &core.Context{Data: req.Context, Kind: "json"}, nil
 }
 
-// openSession opens the session reserved as id; on failure the
-// reservation is given back.
-func (s *Server) openSession(ctx context.Context, id, lang string, sctx *core.Context) (string, *SessionCreated, *APIError) {
+// openSession opens the session reserved as id, with req's env (checked
+// by sessionSpec); on failure the reservation is given back.
+func (s *Server) openSession(ctx context.Context, id, lang string, sctx *core.Context, req *SessionRequest) (string, *SessionCreated, *APIError) {
 	added := false
 	defer func() {
 		if !added {
@@ -133,9 +136,9 @@ func (s *Server) openSession(ctx context.Context, id, lang string, sctx *core.Co
 		}
 	}()
 	entry := &sessionEntry{id: id, language: lang, created: time.Now()}
-	if sctx == nil && s.cfg.WarmSessions > 0 {
-		// The common case (no context: the client sends its data in cells)
-		// takes a session opened ahead of demand.
+	if sctx == nil && len(req.Env) == 0 && s.cfg.WarmSessions > 0 {
+		// The common case (no context, no env: the client sends its data
+		// in cells) takes a session opened ahead of demand.
 		w, err := s.warm.get(ctx, lang)
 		if err != nil {
 			return lang, nil, s.runError(ctx, lang, err)
@@ -144,7 +147,7 @@ func (s *Server) openSession(ctx context.Context, id, lang string, sctx *core.Co
 	} else {
 		sess, err := withRuntime(ctx, s.slots[lang], func(rt *client.Runtime) (core.Session, error) {
 			return rt.OpenSession(ctx, core.SessionOptions{
-				Runtime: lang, Context: sctx, Bridges: s.cfg.Bridges,
+				Runtime: lang, Context: sctx, Env: req.Env, Bridges: s.cfg.Bridges,
 				Limits: s.sessionLimits(), ReturnFiles: true,
 			})
 		})

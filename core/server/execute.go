@@ -289,7 +289,6 @@ func (s *Server) program(req *ExecuteRequest) (core.Program, *APIError) {
 	// The kernel refuses one argument or variable over 128 KiB and a
 	// command line plus environment over a few MiB; say so here rather
 	// than fail the start.
-	const maxArg, maxArgs = 128<<10 - 1, 1 << 20
 	total := 0
 	for i, a := range req.Args {
 		if strings.ContainsRune(a, 0) {
@@ -301,32 +300,60 @@ func (s *Server) program(req *ExecuteRequest) (core.Program, *APIError) {
 		total += len(a) + 1
 	}
 	p.Args = req.Args
-	// The names and values are core.CheckEnv's to judge, as on every
-	// other path; only the field is named here.
-	var ee *core.EnvError
-	if err := core.CheckEnv(req.Env); errors.As(err, &ee) {
-		return p, badField(fmt.Sprintf("env[%q]", ee.Name), "%s", ee.Reason)
+	n, e := checkEnv(req.Env)
+	if e != nil {
+		return p, e
 	}
-	for k, v := range req.Env {
-		if len(k)+len(v)+1 > maxArg {
-			return p, badField(fmt.Sprintf("env[%q]", k), "is over %d bytes", maxArg)
-		}
-		total += len(k) + len(v) + 2
-	}
-	if total > maxArgs {
+	if total += n; total > maxArgs {
 		return p, badField("args", "args and env together are over %d bytes", maxArgs)
 	}
 	p.Env = req.Env
-	for i, r := range req.Requirements {
-		if strings.TrimSpace(r) == "" || strings.ContainsRune(r, 0) {
-			return p, badField(fmt.Sprintf("requirements[%d]", i), "is empty or contains a NUL byte")
-		}
+	if e := checkRequirements(req.Requirements); e != nil {
+		return p, e
 	}
 	p.Requirements = req.Requirements
 	if req.Stdin != "" {
 		p.Stdin = []byte(req.Stdin)
 	}
 	return p, nil
+}
+
+// maxArg is the most bytes the kernel takes in one argument or
+// environment variable ("NAME=value"); maxArgs in all of them together
+// (with a margin under its few MiB).
+const maxArg, maxArgs = 128<<10 - 1, 1 << 20
+
+// checkEnv validates a request's env field (/execute's and POST
+// /sessions'), returning the bytes it takes on a command line. The names
+// and values are core.CheckEnv's to judge, as on every other path; only
+// the field is named here.
+func checkEnv(env map[string]string) (int, *APIError) {
+	var ee *core.EnvError
+	if err := core.CheckEnv(env); errors.As(err, &ee) {
+		return 0, badField(fmt.Sprintf("env[%q]", ee.Name), "%s", ee.Reason)
+	}
+	total := 0
+	for k, v := range env {
+		if len(k)+len(v)+1 > maxArg {
+			return 0, badField(fmt.Sprintf("env[%q]", k), "is over %d bytes", maxArg)
+		}
+		total += len(k) + len(v) + 2
+	}
+	if total > maxArgs {
+		return 0, badField("env", "is over %d bytes in all", maxArgs)
+	}
+	return total, nil
+}
+
+// checkRequirements validates a request's requirements field (/execute's
+// and POST /sessions'); the runtime judges what each one names.
+func checkRequirements(reqs []string) *APIError {
+	for i, r := range reqs {
+		if strings.TrimSpace(r) == "" || strings.ContainsRune(r, 0) {
+			return badField(fmt.Sprintf("requirements[%d]", i), "is empty or contains a NUL byte")
+		}
+	}
+	return nil
 }
 
 // FileMap is a request's files, name → base64 content. It has its own

@@ -243,6 +243,10 @@ type SessionRequest struct {
 	// Context becomes the session's `context` variable: a JSON string is
 	// given as text, any other JSON value as decoded data.
 	Context json.RawMessage `json:"context,omitempty"`
+	// Env is added to the interpreter's environment (os.environ), under
+	// /execute's rules for its env field (core.CheckEnv); a session with
+	// env is opened for the request, never taken from the warm pool.
+	Env map[string]string `json:"env,omitempty"`
 }
 
 // SessionCreated answers POST /sessions.
@@ -348,7 +352,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 		if full != nil {
 			return lang, nil, full
 		}
-		return s.openSession(ctx, id, lang, sctx)
+		return s.openSession(ctx, id, lang, sctx, req)
 	})
 	if !ok {
 		// A request that never reached openSession (which gives the

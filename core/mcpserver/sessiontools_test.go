@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlmkit/rlm/core/server"
 )
 
 // TestStdioCancelSessionRun: notifications/cancelled for a session_run
@@ -52,5 +54,25 @@ func TestStdioCancelSessionRun(t *testing.T) {
 	got := next()
 	if !strings.Contains(got, `"id":5,"result"`) || !strings.Contains(got, `"result":"42"`) {
 		t.Fatalf("after the cancel, want the answer to 5 with x + 1 = 42, got: %s", got)
+	}
+}
+
+// TestSessionOpenEnv: session_open's env reaches the interpreter; a bad
+// name is refused with POST /sessions' message.
+func TestSessionOpenEnv(t *testing.T) {
+	t.Parallel()
+	cs := connect(t, newServer(t, server.Config{}))
+	c := callTool(t, cs, "session_open", map[string]any{"env": map[string]any{"GREETING": "hi"}})
+	id, _ := c.out["session_id"].(string)
+	if c.res.IsError || id == "" {
+		t.Fatalf("session_open: %v %q", c.out, c.text)
+	}
+	c = callTool(t, cs, "session_run", map[string]any{"session_id": id, "code": "import os\nos.environ['GREETING']"})
+	if c.res.IsError || c.out["result"] != "'hi'" {
+		t.Fatalf("the session's environment: %v %q", c.out, c.text)
+	}
+	c = callTool(t, cs, "session_open", map[string]any{"env": map[string]any{"A-B": "x"}})
+	if !c.res.IsError || !strings.Contains(c.text, `env["A-B"]`) {
+		t.Fatalf("a bad name: %q", c.text)
 	}
 }
