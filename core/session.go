@@ -59,7 +59,12 @@ type SessionOptions struct {
 	Context *Context
 	Limits  Limits
 	Env     map[string]string
-	Bridges Bridges
+	// Requirements are installed (from Install; nil: the tools'
+	// defaults) before the interpreter starts, as a Program's are, and
+	// stay importable in every cell.
+	Requirements []string
+	Install      *InstallOptions
+	Bridges      Bridges
 	// ReturnFiles asks every cell for the files it created or changed in
 	// the session's working directory (Result.Files, bounded as a
 	// program's), as Program.ReturnFiles does for a program.

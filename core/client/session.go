@@ -21,6 +21,11 @@ func (r *Runtime) OpenSession(ctx context.Context, opts core.SessionOptions) (co
 	if err != nil {
 		return nil, err
 	}
+	// As for a program (Run): requirements the plugin cannot install are
+	// refused here, rather than a session opened without them.
+	if err := core.CheckRequirements(r.declared(), r.pluginName(), opts.Requirements); err != nil {
+		return nil, err
+	}
 	name := opts.Runtime
 	if name == "" {
 		name = r.Name

@@ -188,7 +188,7 @@ func (h *host) warmWorker(ctx context.Context) (*worker, error) {
 // warmFits reports whether a warm worker can serve a session opened with
 // open: the same start-up state as the template.
 func (h *host) warmFits(open *pb.OpenSession) bool {
-	if !h.pooled() || open.GetContext() != nil || len(open.GetEnv()) > 0 {
+	if !h.pooled() || open.GetContext() != nil || len(open.GetEnv()) > 0 || len(open.GetRequirements()) > 0 {
 		return false
 	}
 	return h.limitsFit(open.GetLimits())

@@ -13,12 +13,11 @@
 package runtimepb
 
 import (
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
-
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -1209,11 +1208,18 @@ func (*SessionRequest_CallbackReply) isSessionRequest_Msg() {}
 func (*SessionRequest_Close) isSessionRequest_Msg() {}
 
 type OpenSession struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Context       *Context               `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
-	Limits        *Limits                `protobuf:"bytes,2,opt,name=limits,proto3" json:"limits,omitempty"`
-	Env           map[string][]byte      `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Runtime       string                 `protobuf:"bytes,4,opt,name=runtime,proto3" json:"runtime,omitempty"` // see RunRequest.runtime
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Context *Context               `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
+	Limits  *Limits                `protobuf:"bytes,2,opt,name=limits,proto3" json:"limits,omitempty"`
+	Env     map[string][]byte      `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Runtime string                 `protobuf:"bytes,4,opt,name=runtime,proto3" json:"runtime,omitempty"` // see RunRequest.runtime
+	// requirements are installed (from install) before the interpreter
+	// starts, as RunRequest's are, and are importable in every cell. A
+	// runtime without the requirements capability is refused them by the
+	// host; one that fails to install them refuses the open (InvalidArgument)
+	// with the installer's output.
+	Requirements  []string        `protobuf:"bytes,5,rep,name=requirements,proto3" json:"requirements,omitempty"`
+	Install       *InstallOptions `protobuf:"bytes,6,opt,name=install,proto3" json:"install,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1274,6 +1280,20 @@ func (x *OpenSession) GetRuntime() string {
 		return x.Runtime
 	}
 	return ""
+}
+
+func (x *OpenSession) GetRequirements() []string {
+	if x != nil {
+		return x.Requirements
+	}
+	return nil
+}
+
+func (x *OpenSession) GetInstall() *InstallOptions {
+	if x != nil {
+		return x.Install
+	}
+	return nil
 }
 
 type Execute struct {
@@ -2107,12 +2127,14 @@ const file_runtime_proto_rawDesc = "" +
 	"\x06cancel\x18\x04 \x01(\v2\x16.rlm.runtime.v1.CancelH\x00R\x06cancel\x12F\n" +
 	"\x0ecallback_reply\x18\x05 \x01(\v2\x1d.rlm.runtime.v1.CallbackReplyH\x00R\rcallbackReply\x12-\n" +
 	"\x05close\x18\x06 \x01(\v2\x15.rlm.runtime.v1.CloseH\x00R\x05closeB\x05\n" +
-	"\x03msg\"\xfa\x01\n" +
+	"\x03msg\"\xd8\x02\n" +
 	"\vOpenSession\x121\n" +
 	"\acontext\x18\x01 \x01(\v2\x17.rlm.runtime.v1.ContextR\acontext\x12.\n" +
 	"\x06limits\x18\x02 \x01(\v2\x16.rlm.runtime.v1.LimitsR\x06limits\x126\n" +
 	"\x03env\x18\x03 \x03(\v2$.rlm.runtime.v1.OpenSession.EnvEntryR\x03env\x12\x18\n" +
-	"\aruntime\x18\x04 \x01(\tR\aruntime\x1a6\n" +
+	"\aruntime\x18\x04 \x01(\tR\aruntime\x12\"\n" +
+	"\frequirements\x18\x05 \x03(\tR\frequirements\x128\n" +
+	"\ainstall\x18\x06 \x01(\v2\x1e.rlm.runtime.v1.InstallOptionsR\ainstall\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x9b\x01\n" +
@@ -2248,26 +2270,27 @@ var file_runtime_proto_depIdxs = []int32{
 	7,  // 13: rlm.runtime.v1.OpenSession.context:type_name -> rlm.runtime.v1.Context
 	3,  // 14: rlm.runtime.v1.OpenSession.limits:type_name -> rlm.runtime.v1.Limits
 	25, // 15: rlm.runtime.v1.OpenSession.env:type_name -> rlm.runtime.v1.OpenSession.EnvEntry
-	4,  // 16: rlm.runtime.v1.Execute.files:type_name -> rlm.runtime.v1.File
-	19, // 17: rlm.runtime.v1.SessionResponse.opened:type_name -> rlm.runtime.v1.Opened
-	20, // 18: rlm.runtime.v1.SessionResponse.result:type_name -> rlm.runtime.v1.CellResult
-	21, // 19: rlm.runtime.v1.SessionResponse.variable:type_name -> rlm.runtime.v1.Variable
-	22, // 20: rlm.runtime.v1.SessionResponse.callback:type_name -> rlm.runtime.v1.Callback
-	23, // 21: rlm.runtime.v1.SessionResponse.error:type_name -> rlm.runtime.v1.SessionError
-	8,  // 22: rlm.runtime.v1.CellResult.result:type_name -> rlm.runtime.v1.Result
-	1,  // 23: rlm.runtime.v1.Runtime.Info:input_type -> rlm.runtime.v1.InfoRequest
-	6,  // 24: rlm.runtime.v1.Runtime.Run:input_type -> rlm.runtime.v1.RunRequest
-	9,  // 25: rlm.runtime.v1.Runtime.Check:input_type -> rlm.runtime.v1.CheckRequest
-	11, // 26: rlm.runtime.v1.Runtime.Session:input_type -> rlm.runtime.v1.SessionRequest
-	2,  // 27: rlm.runtime.v1.Runtime.Info:output_type -> rlm.runtime.v1.InfoResponse
-	8,  // 28: rlm.runtime.v1.Runtime.Run:output_type -> rlm.runtime.v1.Result
-	10, // 29: rlm.runtime.v1.Runtime.Check:output_type -> rlm.runtime.v1.CheckResponse
-	18, // 30: rlm.runtime.v1.Runtime.Session:output_type -> rlm.runtime.v1.SessionResponse
-	27, // [27:31] is the sub-list for method output_type
-	23, // [23:27] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	5,  // 16: rlm.runtime.v1.OpenSession.install:type_name -> rlm.runtime.v1.InstallOptions
+	4,  // 17: rlm.runtime.v1.Execute.files:type_name -> rlm.runtime.v1.File
+	19, // 18: rlm.runtime.v1.SessionResponse.opened:type_name -> rlm.runtime.v1.Opened
+	20, // 19: rlm.runtime.v1.SessionResponse.result:type_name -> rlm.runtime.v1.CellResult
+	21, // 20: rlm.runtime.v1.SessionResponse.variable:type_name -> rlm.runtime.v1.Variable
+	22, // 21: rlm.runtime.v1.SessionResponse.callback:type_name -> rlm.runtime.v1.Callback
+	23, // 22: rlm.runtime.v1.SessionResponse.error:type_name -> rlm.runtime.v1.SessionError
+	8,  // 23: rlm.runtime.v1.CellResult.result:type_name -> rlm.runtime.v1.Result
+	1,  // 24: rlm.runtime.v1.Runtime.Info:input_type -> rlm.runtime.v1.InfoRequest
+	6,  // 25: rlm.runtime.v1.Runtime.Run:input_type -> rlm.runtime.v1.RunRequest
+	9,  // 26: rlm.runtime.v1.Runtime.Check:input_type -> rlm.runtime.v1.CheckRequest
+	11, // 27: rlm.runtime.v1.Runtime.Session:input_type -> rlm.runtime.v1.SessionRequest
+	2,  // 28: rlm.runtime.v1.Runtime.Info:output_type -> rlm.runtime.v1.InfoResponse
+	8,  // 29: rlm.runtime.v1.Runtime.Run:output_type -> rlm.runtime.v1.Result
+	10, // 30: rlm.runtime.v1.Runtime.Check:output_type -> rlm.runtime.v1.CheckResponse
+	18, // 31: rlm.runtime.v1.Runtime.Session:output_type -> rlm.runtime.v1.SessionResponse
+	28, // [28:32] is the sub-list for method output_type
+	24, // [24:28] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_runtime_proto_init() }

@@ -111,12 +111,14 @@ func ProgramFromProto(req *RunRequest) core.Program {
 // SessionProto is a session's open message. Bridges and ReturnFiles stay
 // with the host: callbacks and file requests travel per cell.
 func SessionProto(o core.SessionOptions) *OpenSession {
-	return &OpenSession{Context: contextProto(o.Context), Limits: LimitsProto(o.Limits), Env: EnvBytes(o.Env), Runtime: o.Runtime}
+	return &OpenSession{Context: contextProto(o.Context), Limits: LimitsProto(o.Limits), Env: EnvBytes(o.Env), Runtime: o.Runtime,
+		Requirements: o.Requirements, Install: installProto(o.Install)}
 }
 
 // SessionFromProto converts an open message.
 func SessionFromProto(o *OpenSession) core.SessionOptions {
-	return core.SessionOptions{Runtime: o.GetRuntime(), Context: contextFromProto(o.GetContext()), Limits: LimitsFromProto(o.GetLimits()), Env: EnvStrings(o.GetEnv())}
+	return core.SessionOptions{Runtime: o.GetRuntime(), Context: contextFromProto(o.GetContext()), Limits: LimitsFromProto(o.GetLimits()), Env: EnvStrings(o.GetEnv()),
+		Requirements: o.GetRequirements(), Install: installFromProto(o.GetInstall())}
 }
 
 // LimitsProto converts limits for the wire. Strict is the host's and does

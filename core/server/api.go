@@ -112,6 +112,9 @@ func (s *Server) sessionSpec(req *SessionRequest) (string, *core.Context, *APIEr
 	if _, e := checkEnv(req.Env); e != nil {
 		return lang, nil, e
 	}
+	if e := checkRequirements(req.Requirements); e != nil {
+		return lang, nil, e
+	}
 	if len(req.Context) == 0 || string(req.Context) == "null" {
 		return lang, nil, nil
 	}
@@ -126,8 +129,9 @@ func (s *Server) sessionSpec(req *SessionRequest) (string, *core.Context, *APIEr
 	return lang, &core.Context{Data: req.Context, Kind: "json"}, nil
 }
 
-// openSession opens the session reserved as id, with req's env (checked
-// by sessionSpec); on failure the reservation is given back.
+// openSession opens the session reserved as id, with req's env and
+// requirements (checked by sessionSpec); on failure the reservation is
+// given back.
 func (s *Server) openSession(ctx context.Context, id, lang string, sctx *core.Context, req *SessionRequest) (string, *SessionCreated, *APIError) {
 	added := false
 	defer func() {
@@ -136,9 +140,9 @@ func (s *Server) openSession(ctx context.Context, id, lang string, sctx *core.Co
 		}
 	}()
 	entry := &sessionEntry{id: id, language: lang, created: time.Now()}
-	if sctx == nil && len(req.Env) == 0 && s.cfg.WarmSessions > 0 {
-		// The common case (no context, no env: the client sends its data
-		// in cells) takes a session opened ahead of demand.
+	if sctx == nil && len(req.Env) == 0 && len(req.Requirements) == 0 && s.cfg.WarmSessions > 0 {
+		// The common case (no context, env or requirements: the client
+		// sends its data in cells) takes a session opened ahead of demand.
 		w, err := s.warm.get(ctx, lang)
 		if err != nil {
 			return lang, nil, s.runError(ctx, lang, err)
@@ -147,7 +151,7 @@ func (s *Server) openSession(ctx context.Context, id, lang string, sctx *core.Co
 	} else {
 		sess, err := withRuntime(ctx, s.slots[lang], func(rt *client.Runtime) (core.Session, error) {
 			return rt.OpenSession(ctx, core.SessionOptions{
-				Runtime: lang, Context: sctx, Env: req.Env, Bridges: s.cfg.Bridges,
+				Runtime: lang, Context: sctx, Env: req.Env, Requirements: req.Requirements, Bridges: s.cfg.Bridges,
 				Limits: s.sessionLimits(), ReturnFiles: true,
 			})
 		})

@@ -277,7 +277,7 @@ func TestOpenAPIMatchesHandler(t *testing.T) {
 	}
 	// The paths rlm serve answers (core/server's routes and the MCP
 	// mount servecmd adds), each documented.
-	for _, path := range []string{"/execute", "/health", "/sessions", "/sessions/{id}/execute", "/sessions/{id}/variables/{name}",
+	for _, path := range []string{"/execute", "/health", "/sessions", "/sessions/{id}/execute", "/sessions/{id}/interrupt", "/sessions/{id}/variables/{name}",
 		"/sessions/{id}", "/metrics", "/openapi.json", "/mcp"} {
 		if _, ok := doc.Paths[path]; !ok {
 			t.Errorf("%s is served but not in docs/openapi.json", path)

@@ -247,6 +247,12 @@ type SessionRequest struct {
 	// /execute's rules for its env field (core.CheckEnv); a session with
 	// env is opened for the request, never taken from the warm pool.
 	Env map[string]string `json:"env,omitempty"`
+	// Requirements are installed once, before the session's interpreter
+	// starts, as /execute installs them (the same cache), and importable
+	// in every cell. A runtime that installs none refuses them (400), as
+	// one whose installer fails does, with its output: the session does
+	// not open. Like env, they rule out a warm session.
+	Requirements []string `json:"requirements,omitempty"`
 }
 
 // SessionCreated answers POST /sessions.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/rlmkit/rlm/core"
@@ -23,12 +24,27 @@ func (s *Server) OpenSession(ctx context.Context, open core.SessionOptions) (*pl
 	if err != nil {
 		return nil, fmt.Errorf("python runtime unavailable: %w", err)
 	}
+	// Requirements are installed once, before the interpreter starts, as
+	// for a program (the same cache); the set is on its import path and,
+	// under namespace, mounted read-only in its sandbox.
+	inst, err := s.Install(ctx, t, open.Requirements, open.Install, open.Limits)
+	if err != nil {
+		return nil, err
+	}
+	if inst != nil && inst.Failed != nil {
+		f := inst.Failed
+		return nil, plugin.Invalid(fmt.Errorf("the session's requirements did not install: %s\n%s", f.Error, strings.TrimSpace(f.Stdout+f.Stderr)))
+	}
+	readOnly := native.ReadOnlyPaths(t)
+	if inst != nil {
+		readOnly = native.ReadOnlyPaths(t, inst.Dir)
+	}
 	dir, err := os.MkdirTemp("", "rlm-session-")
 	if err != nil {
 		return nil, fmt.Errorf("creating the session directory: %w", err)
 	}
 	wd := &workdir{dir: dir}
-	level, launch, rlimits, err := sessionIsolation(open.Limits, native.ReadOnlyPaths(t), wd.started)
+	level, launch, rlimits, err := sessionIsolation(open.Limits, readOnly, wd.started)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -37,6 +53,9 @@ func (s *Server) OpenSession(ctx context.Context, open core.SessionOptions) (*pl
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
+	}
+	if inst != nil {
+		env = append(env, useInstalled(inst.Dir, nil)...)
 	}
 	proc, err := repl.Start(ctx, repl.Config{
 		Python:         t.Exe,

@@ -176,29 +176,18 @@ func (s *Server) Run(ctx context.Context, req core.Program) (*core.Result, error
 		ws.Remove()
 		return nil, plugin.Invalid(err)
 	}
-	var inst *install.Outcome
 	ro := []string{}
-	if s.RT.Installer == nil && len(install.Normalize(req.Requirements)) > 0 {
-		// The host refuses these first (Info declares no requirements);
-		// this holds for a host that does not.
+	inst, err := s.Install(ctx, t, req.Requirements, req.Install, req.Limits)
+	if err != nil {
 		ws.Remove()
-		return nil, plugin.Invalid(fmt.Errorf("the %s runtime installs no requirements; drop them", s.RT.Name))
+		return nil, err
 	}
-	if s.RT.Installer != nil && len(install.Normalize(req.Requirements)) > 0 {
-		if err := install.Validate(req.Requirements); err != nil {
-			ws.Remove()
-			return nil, plugin.Invalid(err)
-		}
-		inst, err = s.RT.Installer(t).Ensure(ctx, req.Requirements, installOptions(req.Install), req.Limits)
-		if err != nil {
-			ws.Remove()
-			return nil, err
-		}
-		if inst.Failed != nil {
-			ws.Remove()
-			inst.Failed.InstallMs = inst.Duration.Milliseconds()
-			return inst.Failed, nil
-		}
+	if inst != nil && inst.Failed != nil {
+		ws.Remove()
+		inst.Failed.InstallMs = inst.Duration.Milliseconds()
+		return inst.Failed, nil
+	}
+	if inst != nil {
 		if s.RT.InstallEnv != nil {
 			env = append(env, s.RT.InstallEnv(inst.Dir, ws)...)
 		}
@@ -248,6 +237,26 @@ func (s *Server) Run(ctx context.Context, req core.Program) (*core.Result, error
 	}
 	ws.Finish(res)
 	return res, nil
+}
+
+// Install installs reqs with the runtime's Installer for a program (Run)
+// or a session (a runtime's OpenSession): nil when there are none; an
+// Outcome whose Failed says why they did not install; an error (a refusal,
+// plugin.Invalid) for a requirement no installer may be given or a runtime
+// without an Installer.
+func (s *Server) Install(ctx context.Context, t toolpath.Tool, reqs []string, opts *core.InstallOptions, limits core.Limits) (*install.Outcome, error) {
+	if len(install.Normalize(reqs)) == 0 {
+		return nil, nil
+	}
+	if s.RT.Installer == nil {
+		// The host refuses these first (Info declares no requirements);
+		// this holds for a host that does not.
+		return nil, plugin.Invalid(fmt.Errorf("the %s runtime installs no requirements; drop them", s.RT.Name))
+	}
+	if err := install.Validate(reqs); err != nil {
+		return nil, plugin.Invalid(err)
+	}
+	return s.RT.Installer(t).Ensure(ctx, reqs, installOptions(opts), limits)
 }
 
 // ToolArgv runs the code file with the tool, the program's arguments after
