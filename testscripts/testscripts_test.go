@@ -157,6 +157,10 @@ func params(dir string) testscript.Params {
 			"burst":      cmdBurst,
 			// trace viewer scripts (browse_cmds_test.go)
 			"browse": cmdBrowse,
+			// session scripts (session_cmds_test.go)
+			"httpstart": cmdHTTPStart,
+			"httpwait":  cmdHTTPWait,
+			"httpuntil": cmdHTTPUntil,
 		},
 	}
 }
