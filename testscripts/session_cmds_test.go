@@ -1,11 +1,9 @@
 package testscripts
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -84,45 +82,4 @@ func cmdHTTPWait(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	ts.Stdout().Write(a.body)
 	fmt.Fprintf(ts.Stderr(), "%d\n", a.status)
-}
-
-// httpuntil REGEXP METHOD URL [BODY] sends the request again (every 20
-// ms, for up to 2 minutes) until it answers 200 with a body matching
-// REGEXP, then writes that answer as http does: waiting for a state
-// rather than for a time.
-func cmdHTTPUntil(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) < 3 || len(args) > 4 {
-		ts.Fatalf("usage: httpuntil REGEXP METHOD URL [BODY]")
-	}
-	re := regexp.MustCompile(args[0])
-	client := &http.Client{Timeout: time.Minute}
-	deadline := time.Now().Add(2 * time.Minute)
-	var last string
-	for {
-		req, err := http.NewRequest(args[1], args[2], nil)
-		if len(args) == 4 {
-			req, err = http.NewRequest(args[1], args[2], strings.NewReader(args[3]))
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if err != nil {
-			ts.Fatalf("httpuntil: %v", err)
-		}
-		resp, err := client.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 && re.Match(b) {
-				ts.Stdout().Write(b)
-				fmt.Fprintf(ts.Stderr(), "%d\n", resp.StatusCode)
-				return
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(b))
-		} else {
-			last = err.Error()
-		}
-		if time.Now().After(deadline) {
-			ts.Fatalf("httpuntil: no 200 matching %s after 2 minutes (last: %s)", args[0], last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

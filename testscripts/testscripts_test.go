@@ -160,7 +160,6 @@ func params(dir string) testscript.Params {
 			// session scripts (session_cmds_test.go)
 			"httpstart": cmdHTTPStart,
 			"httpwait":  cmdHTTPWait,
-			"httpuntil": cmdHTTPUntil,
 		},
 	}
 }

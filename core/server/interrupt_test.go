@@ -1,10 +1,14 @@
 package server_test
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/server"
 )
 
@@ -12,7 +16,11 @@ import (
 // the cell's own call answers with what it printed so far and
 // ended_by cancelled, and the session goes on with its variables.
 func TestInterruptSessionCell(t *testing.T) {
-	url, _ := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, nil), MaxTimeout: 5 * time.Minute})
+	// At isolation process, so that the cell can say it has printed by
+	// creating a file here.
+	url, _ := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, nil), MaxTimeout: 5 * time.Minute,
+		Limits: core.Limits{Isolation: "process"}})
+	printed := filepath.Join(t.TempDir(), "printed")
 	r := call(t, "POST", url+"/sessions", `{}`)
 	if r.status != 201 {
 		t.Fatalf("create: %d %s", r.status, r.raw)
@@ -30,14 +38,14 @@ func TestInterruptSessionCell(t *testing.T) {
 	}
 	replies := make(chan reply, 1)
 	go func() {
-		replies <- cell("import time\ni = 0\nwhile True:\n    print('tick', i, flush=True)\n    i += 1\n    time.sleep(0.01)")
+		replies <- cell(fmt.Sprintf("import time\ni = 0\nwhile True:\n    print('tick', i, flush=True)\n    i += 1\n    open(%q, 'w').close()\n    time.sleep(0.01)", printed))
 	}()
-	var ir reply
-	waitFor(t, "an interrupt to find the cell running", func() bool {
-		ir = call(t, "POST", url+"/sessions/"+id+"/interrupt", "")
-		return ir.status != 200 || ir.body["interrupted"] == true
+	waitFor(t, "the cell to print", func() bool {
+		_, err := os.Stat(printed)
+		return err == nil
 	})
-	if ir.status != 200 || ir.body["id"] != id {
+	ir := call(t, "POST", url+"/sessions/"+id+"/interrupt", "")
+	if ir.status != 200 || ir.body["id"] != id || ir.body["interrupted"] != true {
 		t.Fatalf("interrupt: %d %s", ir.status, ir.raw)
 	}
 	got := <-replies
@@ -46,7 +54,7 @@ func TestInterruptSessionCell(t *testing.T) {
 		!strings.Contains(got.body["error"].(string), "KeyboardInterrupt") {
 		t.Fatalf("the interrupted cell: %d %s", got.status, got.raw)
 	}
-	if r := cell("x + 1"); r.body["status"] != "success" || r.body["result"] != "42" {
+	if r := cell("x + 1, i > 0"); r.body["status"] != "success" || r.body["result"] != "(42, True)" {
 		t.Fatalf("after the interrupt, x is gone: %s", r.raw)
 	}
 	if r := call(t, "POST", url+"/sessions/nope/interrupt", ""); r.status != 404 || r.errCode() != "session_not_found" {

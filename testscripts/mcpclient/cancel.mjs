@@ -6,7 +6,7 @@
 //
 //   node cancel.mjs MARKER CMD ARGS...   spawn CMD (rlm mcp ...) over stdio
 //
-// MARKER is a file the looping cell creates once it runs. Prints one
+// MARKER is a file the looping cell creates once it has printed. Prints one
 // "ok ..." line per check; the first failed check prints "FAIL ..." and
 // exits 1.
 import { existsSync } from "node:fs";
@@ -44,7 +44,7 @@ async function main() {
   const abort = new AbortController();
   const loop = call("session_run", {
     session_id: id, timeout_seconds: 600,
-    code: `import time\nopen(${JSON.stringify(marker)}, "w").close()\ni = 0\nwhile True:\n    print("tick", i, flush=True)\n    i += 1\n    time.sleep(0.01)`,
+    code: `import time\ni = 0\nwhile True:\n    print("tick", i, flush=True)\n    i += 1\n    open(${JSON.stringify(marker)}, "w").close()\n    time.sleep(0.01)`,
   }, { signal: abort.signal });
   const deadline = Date.now() + 120000;
   while (!existsSync(marker)) {
