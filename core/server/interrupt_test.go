@@ -64,3 +64,39 @@ func TestInterruptSessionCell(t *testing.T) {
 		t.Errorf("GET interrupt: %d %s", r.status, r.raw)
 	}
 }
+
+// A cell that swallows KeyboardInterrupt (as one stuck in C code ignores
+// it) is killed after the runtime's grace and its interpreter restarted:
+// the interrupt still ends it, its answer says state_lost, and the session
+// id stays valid, with its variables gone.
+func TestInterruptStubbornCell(t *testing.T) {
+	url, _ := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, nil), MaxTimeout: 5 * time.Minute,
+		Limits: core.Limits{Isolation: "process"}})
+	id := call(t, "POST", url+"/sessions", `{}`).body["id"].(string)
+	cell := func(code string) reply {
+		return call(t, "POST", url+"/sessions/"+id+"/execute", mustJSON(map[string]any{"code": code, "timeout_seconds": 120}))
+	}
+	if r := cell("x = 41"); r.body["status"] != "success" {
+		t.Fatalf("x = 41: %s", r.raw)
+	}
+	started := filepath.Join(t.TempDir(), "started")
+	replies := make(chan reply, 1)
+	go func() {
+		replies <- cell(fmt.Sprintf("import time\nopen(%q, 'w').close()\nwhile True:\n    try:\n        time.sleep(0.01)\n    except KeyboardInterrupt:\n        print('ignored', flush=True)", started))
+	}()
+	waitFor(t, "the cell to start", func() bool {
+		_, err := os.Stat(started)
+		return err == nil
+	})
+	if r := call(t, "POST", url+"/sessions/"+id+"/interrupt", ""); r.status != 200 || r.body["interrupted"] != true {
+		t.Fatalf("interrupt: %d %s", r.status, r.raw)
+	}
+	got := <-replies
+	if got.status != 200 || got.body["ended_by"] != "cancelled" || got.body["state_lost"] != true ||
+		!strings.Contains(got.body["stdout"].(string), "ignored") || !strings.Contains(got.body["error"].(string), "session state lost") {
+		t.Fatalf("the stubborn cell: %d %s", got.status, got.raw)
+	}
+	if r := cell("'x' in globals()"); r.body["status"] != "success" || r.body["result"] != "False" {
+		t.Fatalf("after the restart: %s", r.raw)
+	}
+}
