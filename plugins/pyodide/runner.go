@@ -23,8 +23,8 @@
 // wall-clock time by a watchdog that empties the fuel counter, and output by
 // per-stream caps that keep the head and tail.
 //
-// Not available in this CPython build: ssl, sqlite3, ctypes, threading of
-// real threads, subprocess, sockets (zlib, bz2 and lzma are built in).
+// Not available in this CPython build: ssl, ctypes, threading of real
+// threads, subprocess, sockets (zlib, bz2, lzma and sqlite3 are built in).
 package pyodide
 
 import (

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# build.sh builds python.wasm (CPython 3.11 for wasm32-wasi, with zlib, bz2 and
-# lzma) and python311.zip (the standard library as sources plus unchecked-hash
-# pycs, and IANA time-zone data as the tzdata package) from Debian's own
-# sources with Debian's clang-19, lld-19 and wasi-libc. Nothing is downloaded
-# from anywhere but the Debian archive.
+# build.sh builds python.wasm (CPython 3.11 for wasm32-wasi, with zlib, bz2,
+# lzma and sqlite3) and python311.zip (the standard library as sources plus
+# unchecked-hash pycs, and IANA time-zone data as the tzdata package) from
+# Debian's own sources with Debian's clang-19, lld-19 and wasi-libc. The one
+# thing not from the Debian archive is SQLite's amalgamation, taken from the
+# npm registry (below), pinned by version and sha256.
 #
 # Output is cached in ${RLM_WASM_CACHE:-$HOME/.cache/rlm/wasm}/<sha256 of this
 # script>/ ; when that directory is complete the script only copies the two
@@ -32,11 +33,24 @@
 # own python3.11 (same 3.11 bytecode and marshal format), installed from apt
 # in seconds instead of compiled in ~2 minutes.
 #
-# sqlite3 is not built: bookworm's SQLite 3.40 predates SQLite's WASI support
-# (3.41). Its unix VFS needs POSIX fcntl locks and fchown, which wasi-libc
-# lacks, and mmap, which it only emulates, so it would need our own port of
-# os_unix.c; and Debian's source has no amalgamation (generating one needs tcl
-# and native builds of lemon and mkkeywordhash before it is compiled).
+# sqlite3: bookworm's SQLite 3.40 predates SQLite's WASI support (3.41), and
+# Debian's source has no amalgamation (generating one needs tcl and native
+# builds of lemon and mkkeywordhash). The better-sqlite3 npm package ships the
+# amalgamation (deps/sqlite3/sqlite3.c, public domain) of a current SQLite;
+# its tarball is pinned by version and sha256, downloaded once into
+# $CACHE_ROOT/dl/, and compiled once into $CACHE_ROOT/sqlite/<key>/ (key: the
+# tarball's sha256, the flags, clang's and wasi-libc's versions), so a change
+# elsewhere in this recipe rebuilds CPython but not SQLite. Under __wasi__
+# SQLite drops mmap, fchown and load_extension and builds single-threaded.
+# Its VFS is "unix-none" (no locking: WASI has no fcntl locks), not the
+# WASI default "unix-dotfile": a run killed by its timeout or fuel limit
+# mid-transaction would leave the <db>.lock directory in the workspace and
+# every later open would fail with "database is locked"; without locks the
+# next open rolls the hot journal back, as after a crash. The price: two runs
+# writing one database file at the same moment are not serialised.
+# Temporary tables and indices live in memory (SQLITE_TEMP_STORE=2): the guest
+# has no /tmp. The optional features are those of python.org's macOS build
+# (FTS4, FTS5, R*Tree) plus the SQL math functions.
 #
 # Reproducible: configure is run by relative path and -ffile-prefix-map hides
 # the scratch directory from __FILE__ strings; clang honours
@@ -75,7 +89,7 @@ fi
 
 # ---------------------------------------------------------------- packages
 PKGS=(wasi-libc clang-19 lld-19 llvm-19 libclang-rt-19-dev-wasm32 dpkg-dev
-	build-essential python3.11 pkg-config xz-utils)
+	build-essential python3.11 pkg-config xz-utils curl ca-certificates)
 missing=()
 for p in "${PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -190,6 +204,52 @@ EOF
 chmod +x "$W/bin/wasm32-wasi-clang"
 WCC=$W/bin/wasm32-wasi-clang
 export SOURCE_DATE_EPOCH=1700000000
+
+# ---------------------------------------------------------------- sqlite (wasm)
+# The amalgamation from the npm registry (see the header), then libsqlite3.a,
+# each cached under $CACHE_ROOT by its own inputs.
+SQLITE_PKG=better-sqlite3-12.11.1.tgz # SQLite 3.53.2
+SQLITE_PKG_SHA256=ebf0ed75a7a59dbcb3b24bbd014ef49d9f15bc328e4adcbf516f2a8fadfa2835
+SQLITE_URL=https://registry.npmjs.org/better-sqlite3/-/$SQLITE_PKG
+# -Os, not -O2: 1.05 MB of code instead of 1.63 MB, and every Runner pays for
+# each byte when wazero loads and validates the module (see BENCHMARKS.md).
+SQLITE_FLAGS=(-Os '-DSQLITE_DEFAULT_UNIX_VFS="unix-none"' -DSQLITE_TEMP_STORE=2
+	-DSQLITE_OMIT_AUTOINIT -DSQLITE_ENABLE_FTS4 -DSQLITE_ENABLE_FTS5
+	-DSQLITE_ENABLE_RTREE -DSQLITE_ENABLE_MATH_FUNCTIONS)
+SQLITE_TGZ=$CACHE_ROOT/dl/$SQLITE_PKG
+if ! echo "$SQLITE_PKG_SHA256  $SQLITE_TGZ" | sha256sum -c --status 2>/dev/null; then
+	log "downloading $SQLITE_URL"
+	mkdir -p "$CACHE_ROOT/dl"
+	curl -fsSL --retry 3 -o "$SQLITE_TGZ.part" "$SQLITE_URL" ||
+		die "could not download $SQLITE_URL (the npm registry must be reachable, or put the file at $SQLITE_TGZ)"
+	echo "$SQLITE_PKG_SHA256  $SQLITE_TGZ.part" | sha256sum -c --status ||
+		die "$SQLITE_URL: sha256 is $(sha256sum "$SQLITE_TGZ.part" | cut -d' ' -f1), want $SQLITE_PKG_SHA256"
+	mv -f "$SQLITE_TGZ.part" "$SQLITE_TGZ"
+fi
+SQLITE_KEY=$(printf '%s\n' "$SQLITE_PKG_SHA256" "${SQLITE_FLAGS[@]}" "$(clang-19 --version | head -n1)" \
+	"$(dpkg-query -W -f='${Version}' wasi-libc)" | sha256sum | cut -d' ' -f1)
+SQCACHE=$CACHE_ROOT/sqlite/$SQLITE_KEY
+SQPREFIX=$W/sqprefix # a copy inside $W: sysconfigdata records the paths given to configure
+rm -rf "$W/sqlite" "$SQPREFIX" && mkdir -p "$W/sqlite" "$SQPREFIX/include" "$SQPREFIX/lib"
+if [[ -f $SQCACHE/.complete ]]; then
+	log "libsqlite3.a cached in $SQCACHE"
+else
+	log "building SQLite for wasm32-wasi (one file, about 30 s of CPU)"
+	(
+		cd "$W/sqlite"
+		tar -xzf "$SQLITE_TGZ" --strip-components=3 package/deps/sqlite3/sqlite3.c package/deps/sqlite3/sqlite3.h
+		"$WCC" "${SQLITE_FLAGS[@]}" -ffile-prefix-map="$W=/rlm-build" -c sqlite3.c -o sqlite3.o
+		llvm-ar-19 rcs libsqlite3.a sqlite3.o
+		# Into place in one rename, so a concurrent or interrupted
+		# build never leaves a half-written cache entry.
+		mkdir -p "$CACHE_ROOT/sqlite" && rm -rf "$SQCACHE.tmp$$" && mkdir "$SQCACHE.tmp$$"
+		cp libsqlite3.a sqlite3.h "$SQCACHE.tmp$$/" && touch "$SQCACHE.tmp$$/.complete"
+		rm -rf "$SQCACHE" && mv "$SQCACHE.tmp$$" "$SQCACHE"
+	) >"$W/sqlite.log" 2>&1 || { tail -n 30 "$W/sqlite.log" >&2; die "SQLite build failed (log: $W/sqlite.log)"; }
+	log "SQLite built, cached in $SQCACHE"
+fi
+cp "$SQCACHE/sqlite3.h" "$SQPREFIX/include/"
+cp "$SQCACHE/libsqlite3.a" "$SQPREFIX/lib/"
 
 # ---------------------------------------------------------------- zlib (wasm)
 log "building zlib for wasm32-wasi"
@@ -306,6 +366,7 @@ mkdir -p "$W/wasi"
 		ZLIB_CFLAGS="-I$ZPREFIX/include" ZLIB_LIBS="-L$ZPREFIX/lib -lz" \
 		BZIP2_CFLAGS="-I$BZPREFIX/include" BZIP2_LIBS="-L$BZPREFIX/lib -lbz2" \
 		LIBLZMA_CFLAGS="-I$XZPREFIX/include" LIBLZMA_LIBS="-L$XZPREFIX/lib -llzma" \
+		LIBSQLITE3_CFLAGS="-I$SQPREFIX/include" LIBSQLITE3_LIBS="-L$SQPREFIX/lib -lsqlite3" \
 		PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=$W/no-pkgconfig \
 		../src/configure --host=wasm32-unknown-wasi --build="$("$SRC/config.guess")" \
 		--with-build-python="$BUILDPY" --prefix=/usr/local \
@@ -441,6 +502,7 @@ head -c 4 "$OUT/python.wasm" | od -An -tx1 | grep -q '00 61 73 6d' || die "pytho
 	echo "bzip2 source:  $(basename "$BZTAR")"
 	echo "xz source:     $(basename "$XZTAR") + $(basename "${XZDEB:-none}")"
 	echo "tzdata:        $(basename "$TZDEB")"
+	echo "sqlite source: $SQLITE_PKG ($SQLITE_PKG_SHA256) ${SQLITE_FLAGS[*]}"
 	echo "build python:  $("$BUILDPY" -c 'import sys; print(sys.version.split()[0])') ($(dpkg-query -W -f='${Version}' python3.11-minimal))"
 	echo "clang: $(clang-19 --version | head -n1)"
 	echo "wasi-libc: $(dpkg-query -W -f='${Version}' wasi-libc)"
