@@ -75,6 +75,9 @@ type Usage struct {
 	CostUSD      float64 `json:"cost_usd"`
 	// Calls is the number of model calls that succeeded.
 	Calls int `json:"calls"`
+	// UnpricedCalls counts the calls no price was known for: CostUSD counts
+	// them as free, so it is a lower bound when this is not 0.
+	UnpricedCalls int `json:"unpriced_calls,omitempty"`
 	// Iterations counts model turns of every loop (root and children).
 	Iterations int `json:"iterations"`
 	// Subcalls counts llm_query and rlm_query calls made from code, at
@@ -82,6 +85,20 @@ type Usage struct {
 	Subcalls        int   `json:"subcalls"`
 	MaxDepthReached int   `json:"max_depth_reached"`
 	DurationMs      int64 `json:"duration_ms"`
+}
+
+// CostText is the cost as people should read it: "$0.0123"; "price
+// unknown" when no call had a known price (not "$0.0000", which would say
+// the run was free); "$0.0123 + price unknown for 2 of 5 calls" when some
+// had none.
+func (u Usage) CostText() string {
+	switch {
+	case u.UnpricedCalls == 0 || u.Calls == 0:
+		return usd(u.CostUSD)
+	case u.UnpricedCalls >= u.Calls:
+		return "price unknown"
+	}
+	return fmt.Sprintf("%s + price unknown for %d of %d calls", usd(u.CostUSD), u.UnpricedCalls, u.Calls)
 }
 
 // Tokens is input plus output tokens.
@@ -117,6 +134,9 @@ func (m *meter) add(in, out int64, cost float64, priced bool, model, answered st
 	m.u.OutputTokens += out
 	m.u.CostUSD += cost
 	m.u.Calls++
+	if !priced {
+		m.u.UnpricedCalls++
+	}
 	var ws []warning
 	if !priced && m.b.MaxCostUSD > 0 && !m.unknown[model] {
 		m.unknown[model] = true

@@ -30,7 +30,6 @@ import (
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/defaults"
-	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/llm"
 )
 
@@ -164,6 +163,7 @@ type run struct {
 	meter  *meter
 	trace  *tracer
 	nodes  atomic.Int64
+	providerWarnings
 }
 
 // Run answers task about c (nil: no context). The Result is never nil: on
@@ -186,6 +186,7 @@ func (e *Engine) Run(ctx context.Context, task string, c *core.Context) (*Result
 		cfg.Provider = e.o.Provider.Name()
 	}
 	r.trace.emit(Event{Type: EventRunStart, Time: start.UTC(), Task: task, Config: &cfg, Context: &info})
+	r.checkRecording(task, info)
 
 	res, err := r.loop(rctx, 0, nil, 0, task, c, &info)
 	err = r.explain(err)
@@ -286,9 +287,22 @@ func (r *run) loop(ctx context.Context, id int, parent *int, depth int, task str
 
 		var fb strings.Builder
 		for i, code := range reply.Code {
+			final := callsFinal(code)
+			if final {
+				if err := n.prepareFinal(); err != nil {
+					return nil, err
+				}
+			}
 			out, failed, err := n.execute(it, i+1, code)
 			if err != nil {
 				return nil, err
+			}
+			if final {
+				if answer, source, ok, err := n.finalFromCode(); err != nil {
+					return nil, err
+				} else if ok {
+					return n.finish(it, answer, source), nil
+				}
 			}
 			if failed {
 				errorsInRow++
@@ -352,7 +366,7 @@ func (n *node) call(it int, caller, model, system string, msgs []llm.Message) (l
 	// The trace keeps the request as sent; later appends to msgs must not
 	// show up in it.
 	req.Messages = append([]llm.Message(nil), msgs...)
-	cctx := llm.WithCallInfo(n.ctx, llm.CallInfo{Depth: n.depth, Caller: caller})
+	cctx := llm.WithWarn(llm.WithCallInfo(n.ctx, llm.CallInfo{Depth: n.depth, Caller: caller}), n.providerWarning)
 	resp, err := n.r.o.Provider.Complete(cctx, req)
 	if err != nil {
 		n.emit(Event{Type: EventLLMError, Iteration: it, Caller: caller, Request: &req, Error: err.Error()})
@@ -376,85 +390,6 @@ func (n *node) call(it int, caller, model, system string, msgs []llm.Message) (l
 		n.warn(w)
 	}
 	return resp, nil
-}
-
-// execute runs one block and returns what the model is shown and whether
-// the block failed.
-func (n *node) execute(it, block int, code string) (string, bool, error) {
-	res, err := n.sess.Execute(n.ctx, code, n.r.o.CellLimits.Wall)
-	if err != nil {
-		if n.ctx.Err() != nil {
-			return "", false, n.ctx.Err()
-		}
-		return "", false, &failure{kind: ErrSandbox, msg: fmt.Sprintf("running a code block (depth %d, iteration %d)", n.depth, it), err: err}
-	}
-	out, failed := formatResult(res, n.r.o.MaxOutputChars)
-	n.emit(Event{Type: EventCode, Iteration: it, Block: block, Code: code, Output: out, Result: &CodeResult{
-		EndedBy: res.EndedBy, Error: res.Error, DurationMs: res.DurationMs, TimedOut: res.TimedOut,
-		StateLost: res.StateLost, Truncated: res.Truncated,
-	}})
-	return out, failed, nil
-}
-
-// formatResult renders a cell's result for the model.
-func formatResult(res *core.Result, max int) (string, bool) {
-	var b strings.Builder
-	b.WriteString(res.Stdout)
-	if res.StdoutOmitted > 0 {
-		fmt.Fprintf(&b, "\n[the sandbox kept only part of the output: %d bytes omitted]\n", res.StdoutOmitted)
-	}
-	if res.Stderr != "" {
-		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
-			b.WriteByte('\n')
-		}
-		b.WriteString("[stderr]\n")
-		b.WriteString(res.Stderr)
-	}
-	failed := false
-	switch {
-	case res.TimedOut:
-		failed = true
-		fmt.Fprintf(&b, "\n[error] the block was stopped after %s: it ran out of time.", time.Duration(res.DurationMs)*time.Millisecond)
-		if res.StateLost {
-			b.WriteString(" The REPL was restarted: every variable is gone except context and the helpers.")
-		} else {
-			b.WriteString(" Variables set before it are kept.")
-		}
-		b.WriteString(" Make the code faster or work on smaller pieces.")
-	case res.Error != "":
-		failed = true
-		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
-			b.WriteByte('\n')
-		}
-		b.WriteString("[error] ")
-		b.WriteString(res.Error)
-		if res.StateLost {
-			b.WriteString("\nThe REPL was restarted: every variable is gone except context and the helpers.")
-		}
-	case res.EndedBy != "" && res.EndedBy != ending.Exit:
-		failed = true
-		fmt.Fprintf(&b, "\n[error] the block ended by %s", res.EndedBy)
-	}
-	s := strings.TrimRight(b.String(), "\n")
-	if s == "" {
-		s = "(no output)"
-	}
-	return Truncate(s, max), failed
-}
-
-// variable reads a FINAL_VAR: a string as is, anything else as JSON.
-func (n *node) variable(name string) (string, bool, error) {
-	raw, found, err := n.sess.Variable(n.ctx, name)
-	if err != nil {
-		if n.ctx.Err() != nil {
-			return "", false, n.ctx.Err()
-		}
-		return "", false, &failure{kind: ErrSandbox, msg: fmt.Sprintf("reading variable %s (depth %d)", name, n.depth), err: err}
-	}
-	if !found {
-		return "", false, nil
-	}
-	return jsonText(raw), true, nil
 }
 
 func (n *node) finish(it int, answer, source string) *loopResult {

@@ -20,6 +20,7 @@ const (
 	EventSubcall       = "subcall"     // llm_query or rlm_query called from code
 	EventSubcallEnd    = "subcall_end" // its answer
 	EventBudgetWarning = "budget_warning"
+	EventWarning       = "warning" // something the user should know, not a budget (replay mismatch)
 	EventFinal         = "final" // a loop's answer (root or child)
 	EventRunEnd        = "run_end"
 )

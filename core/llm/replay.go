@@ -95,10 +95,12 @@ type replayEntry struct {
 }
 
 type replayBackend struct {
-	path    string
-	mu      sync.Mutex
-	entries []*replayEntry
-	used    int
+	path     string
+	mu       sync.Mutex
+	entries  []*replayEntry
+	used     int
+	start    *RecordedRun
+	promptOK bool // a "prompt differs" warning was given
 }
 
 func newReplay(o Options) (completer, error) {
@@ -106,7 +108,7 @@ func newReplay(o Options) (completer, error) {
 		return nil, &Error{Provider: "replay", Kind: ErrTranscript,
 			Msg: "no transcript file given (set [providers.replay] transcript in rlm.toml)"}
 	}
-	entries, err := loadTranscript(o.Transcript)
+	entries, start, err := loadTranscript(o.Transcript)
 	if err != nil {
 		return nil, &Error{Provider: "replay", Kind: ErrTranscript, Err: err,
 			Msg: fmt.Sprintf("reading transcript %s: %v", o.Transcript, err)}
@@ -115,7 +117,7 @@ func newReplay(o Options) (completer, error) {
 		return nil, &Error{Provider: "replay", Kind: ErrTranscript,
 			Msg: fmt.Sprintf("transcript %s holds no responses (no %q events and no \"responses\" list)", o.Transcript, CallEventType)}
 	}
-	return &replayBackend{path: o.Transcript, entries: entries}, nil
+	return &replayBackend{path: o.Transcript, entries: entries, start: start}, nil
 }
 
 func (b *replayBackend) endpoint() string { return b.path }
@@ -128,6 +130,9 @@ func (b *replayBackend) complete(ctx context.Context, req Request) (Response, er
 	pick := b.find(func(e *replayEntry) bool { return e.full != "" && e.full == full })
 	if pick == nil {
 		pick = b.find(func(e *replayEntry) bool { return e.loose != "" && e.loose == loose })
+	}
+	if pick == nil {
+		b.promptDiffers(ctx, req, info, hasInfo)
 	}
 	if pick == nil && hasInfo {
 		pick = b.find(func(e *replayEntry) bool { return e.hasInfo && e.info == info })
@@ -185,43 +190,46 @@ type simpleTranscript struct {
 	Responses []Response `json:"responses"`
 }
 
-func loadTranscript(path string) ([]*replayEntry, error) {
+func loadTranscript(path string) ([]*replayEntry, *RecordedRun, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if strings.EqualFold(filepath.Ext(path), ".toml") {
 		var m map[string]any
 		if _, err := toml.Decode(string(data), &m); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		// Go through JSON so the one set of json tags names the fields.
 		js, err := json.Marshal(m)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return simpleEntries(js)
+		entries, err := simpleEntries(js)
+		return entries, nil, err
 	}
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		var events []CallEvent
 		if err := json.Unmarshal(trimmed, &events); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return eventEntries(events), nil
+		return eventEntries(events), nil, nil
 	}
 	if len(trimmed) > 0 && trimmed[0] == '{' {
 		var top map[string]json.RawMessage
 		if json.Unmarshal(trimmed, &top) == nil {
 			if _, ok := top["responses"]; ok {
-				return simpleEntries(trimmed)
+				entries, err := simpleEntries(trimmed)
+				return entries, nil, err
 			}
 			if _, ok := top["type"]; !ok {
-				return nil, fmt.Errorf("a JSON object with neither \"responses\" nor \"type\"")
+				return nil, nil, fmt.Errorf("a JSON object with neither \"responses\" nor \"type\"")
 			}
 		}
 	}
 	var events []CallEvent
+	var start *RecordedRun
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -233,21 +241,27 @@ func loadTranscript(path string) ([]*replayEntry, error) {
 			Type string `json:"type"`
 		}
 		if err := json.Unmarshal(line, &probe); err != nil {
-			return nil, fmt.Errorf("line %d: %v", n, err)
+			return nil, nil, fmt.Errorf("line %d: %v", n, err)
+		}
+		if probe.Type == RunStartEventType && start == nil {
+			var rs RecordedRun
+			if json.Unmarshal(line, &rs) == nil && rs.Depth == 0 {
+				start = &rs
+			}
 		}
 		if probe.Type != CallEventType {
 			continue
 		}
 		var ev CallEvent
 		if err := json.Unmarshal(line, &ev); err != nil {
-			return nil, fmt.Errorf("line %d: %v", n, err)
+			return nil, nil, fmt.Errorf("line %d: %v", n, err)
 		}
 		events = append(events, ev)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return eventEntries(events), nil
+	return eventEntries(events), start, nil
 }
 
 func simpleEntries(js []byte) ([]*replayEntry, error) {

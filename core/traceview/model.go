@@ -244,7 +244,7 @@ func (b *Builder) Add(ev engine.Event) {
 		b.p.Answer, b.p.Source, b.p.Error = capText(ev.Answer), ev.Source, ev.Error
 		return
 	case engine.EventIteration, engine.EventLLMCall, engine.EventLLMError, engine.EventCode,
-		engine.EventSubcall, engine.EventSubcallEnd, engine.EventBudgetWarning, engine.EventFinal:
+		engine.EventSubcall, engine.EventSubcallEnd, engine.EventBudgetWarning, engine.EventWarning, engine.EventFinal:
 	default:
 		return
 	}
@@ -316,7 +316,7 @@ func (b *Builder) Add(ev engine.Event) {
 				c.Error = ev.Error
 			}
 		}
-	case engine.EventBudgetWarning:
+	case engine.EventBudgetWarning, engine.EventWarning:
 		it := l.iter()
 		it.Warnings = append(it.Warnings, ev.Message)
 	case engine.EventFinal:

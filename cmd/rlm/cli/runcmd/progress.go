@@ -18,6 +18,7 @@ type progress struct {
 	w       io.Writer
 	live    bool // rewrite a status line
 	verbose bool
+	quiet   bool
 
 	mu     sync.Mutex
 	begin  time.Time
@@ -29,7 +30,7 @@ type progress struct {
 }
 
 func newProgress(w io.Writer, quiet, verbose bool) *progress {
-	p := &progress{w: w, verbose: verbose}
+	p := &progress{w: w, verbose: verbose, quiet: quiet}
 	if !quiet && !verbose {
 		p.live = isTerminal(w)
 	}
@@ -98,10 +99,17 @@ func (p *progress) event(ev engine.Event) {
 		return
 	}
 	if p.live {
-		if ev.Type == engine.EventBudgetWarning {
+		if ev.Type == engine.EventBudgetWarning || ev.Type == engine.EventWarning {
 			fmt.Fprintf(p.w, "\r\033[Krlm: warning: %s\n", ev.Message)
 		}
 		p.drawLocked()
+		return
+	}
+	// A warning that is not about a budget (a replay that does not match
+	// its recording) says the answer may be wrong: it is shown even when
+	// stderr is not a terminal, unless --quiet.
+	if ev.Type == engine.EventWarning && !p.quiet {
+		fmt.Fprintf(p.w, "rlm: warning: %s\n", ev.Message)
 	}
 }
 
@@ -110,8 +118,8 @@ func (p *progress) drawLocked() {
 		return
 	}
 	u := p.totals
-	fmt.Fprintf(p.w, "\r\033[Krlm: iteration %d · depth %d · %s tokens · $%.4f · %s",
-		p.iter, p.depth, human(u.InputTokens+u.OutputTokens), u.CostUSD, time.Since(p.begin).Round(100*time.Millisecond))
+	fmt.Fprintf(p.w, "\r\033[Krlm: iteration %d · depth %d · %s tokens · %s · %s",
+		p.iter, p.depth, human(u.InputTokens+u.OutputTokens), u.CostText(), time.Since(p.begin).Round(100*time.Millisecond))
 	p.shown = true
 }
 
@@ -154,13 +162,13 @@ func describe(ev engine.Event) string {
 			return fmt.Sprintf("loop %d failed: %s", *ev.Child, ev.Error)
 		}
 		return ""
-	case engine.EventBudgetWarning:
+	case engine.EventBudgetWarning, engine.EventWarning:
 		return "warning: " + ev.Message
 	case engine.EventFinal:
 		return fmt.Sprintf("loop %d answer (%s): %s", ev.Node, ev.Source, oneLine(ev.Answer, 100))
 	case engine.EventRunEnd:
 		u := ev.Totals
-		return fmt.Sprintf("done: %d iterations, %d sub-calls, %d tokens, $%.4f, %d ms", u.Iterations, u.Subcalls, u.InputTokens+u.OutputTokens, u.CostUSD, u.DurationMs)
+		return fmt.Sprintf("done: %d iterations, %d sub-calls, %d tokens, %s, %d ms", u.Iterations, u.Subcalls, u.InputTokens+u.OutputTokens, u.CostText(), u.DurationMs)
 	}
 	return ""
 }

@@ -132,8 +132,8 @@ func Show(w io.Writer, evs []engine.Event, lines int) error {
 			p.block("  ", end.Answer)
 		}
 		if u := end.Totals; u != nil {
-			fmt.Fprintf(w, "usage: %d input + %d output tokens · $%.4f · %d model calls · %d iterations · %d sub-calls · max depth %d · %.1fs\n",
-				u.InputTokens, u.OutputTokens, u.CostUSD, u.Calls, u.Iterations, u.Subcalls, u.MaxDepthReached, float64(u.DurationMs)/1000)
+			fmt.Fprintf(w, "usage: %d input + %d output tokens · %s · %d model calls · %d iterations · %d sub-calls · max depth %d · %.1fs\n",
+				u.InputTokens, u.OutputTokens, u.CostText(), u.Calls, u.Iterations, u.Subcalls, u.MaxDepthReached, float64(u.DurationMs)/1000)
 		}
 	} else {
 		fmt.Fprintln(w, "(the trace ends before the run did)")
@@ -214,6 +214,8 @@ func (p *printer) node(id int, ind string) {
 			}
 		case engine.EventBudgetWarning:
 			fmt.Fprintf(w, "%s! budget warning: %s\n", in, ev.Message)
+		case engine.EventWarning:
+			fmt.Fprintf(w, "%s! warning: %s\n", in, ev.Message)
 		case engine.EventFinal:
 			fmt.Fprintf(w, "%s✔ answer (%s):\n", in, ev.Source)
 			p.block(in+"  ", ev.Answer)

@@ -1,0 +1,68 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/rlmkit/rlm/core/llm"
+)
+
+// checkRecording warns when the run replays a recording (llm.Recorder) of
+// another task or another context: the recorded answers then answer a
+// question this run did not ask. The replay goes on; the warning says what
+// differs and how.
+func (r *run) checkRecording(task string, info CtxInfo) {
+	rec, ok := r.o.Provider.(llm.Recorder)
+	if !ok {
+		return
+	}
+	start, ok := rec.Recorded()
+	if !ok {
+		return
+	}
+	warn := func(msg string) {
+		r.trace.emit(Event{Type: EventWarning, Message: msg})
+	}
+	if start.Task != task {
+		warn(fmt.Sprintf("replay: the task differs from the recording's (recorded %q, this run %q): the recorded answers may not fit", excerpt(start.Task), excerpt(task)))
+	}
+	var was CtxInfo
+	if len(start.Context) > 0 && json.Unmarshal(start.Context, &was) == nil && was != info {
+		warn(fmt.Sprintf("replay: the context differs from the recording's (recorded %s, this run %s): the recorded answers may not fit", ctxSummary(was), ctxSummary(info)))
+	}
+}
+
+// providerWarning shows a provider's warning about a call (a replayed
+// prompt that matches no recorded one) as a run warning, once per text.
+func (n *node) providerWarning(msg string) {
+	r := n.r
+	r.warnedMu.Lock()
+	if r.warnedMsgs == nil {
+		r.warnedMsgs = map[string]bool{}
+	}
+	seen := r.warnedMsgs[msg]
+	r.warnedMsgs[msg] = true
+	r.warnedMu.Unlock()
+	if !seen {
+		n.emit(Event{Type: EventWarning, Message: msg})
+	}
+}
+
+// providerWarnings is the part of run that providerWarning keeps.
+type providerWarnings struct {
+	warnedMu   sync.Mutex
+	warnedMsgs map[string]bool
+}
+
+func ctxSummary(c CtxInfo) string {
+	return fmt.Sprintf("[%s, %d chars, %s]", c.Kind, c.Chars, c.Type)
+}
+
+func excerpt(s string) string {
+	const max = 80
+	if r := []rune(s); len(r) > max {
+		return string(r[:max]) + "…"
+	}
+	return s
+}
