@@ -21,7 +21,7 @@ const (
 	EventSubcallEnd    = "subcall_end" // its answer
 	EventBudgetWarning = "budget_warning"
 	EventWarning       = "warning" // something the user should know, not a budget (replay mismatch)
-	EventFinal         = "final" // a loop's answer (root or child)
+	EventFinal         = "final"   // a loop's answer (root or child)
 	EventRunEnd        = "run_end"
 )
 
