@@ -60,6 +60,7 @@ type Supervisor struct {
 
 	mu       sync.Mutex
 	rt       *Runtime
+	bin      *binaryStamp // the binary rt was launched from
 	gen      int
 	info     *core.Info
 	launches int
@@ -87,6 +88,7 @@ func (s *Supervisor) Adopt(rt *Runtime) {
 		s.rt.Close()
 	}
 	s.rt = rt
+	s.bin = stampOf(rt)
 	s.gen++
 	if info := rt.declared(); info != nil {
 		s.info = info
@@ -107,6 +109,11 @@ func (s *Supervisor) Get(ctx context.Context) (*Runtime, int, error) {
 		s.rt.Close()
 		s.rt = nil
 	}
+	if s.rt != nil && s.bin.changed() {
+		s.log(fmt.Sprintf("plugin binary %s changed on disk since it was started; stopping the old process and starting the new binary", s.bin.path))
+		s.rt.Close()
+		s.rt = nil
+	}
 	if s.rt != nil {
 		return s.rt, s.gen, nil
 	}
@@ -119,6 +126,7 @@ func (s *Supervisor) Get(ctx context.Context) (*Runtime, int, error) {
 		s.cfg.OnRelaunch(s.cfg.Name)
 	}
 	s.rt = rt
+	s.bin = stampOf(rt)
 	s.gen++
 	if info := rt.declared(); info != nil {
 		s.info = info

@@ -158,28 +158,37 @@ func (h *host) sessionLevel(configured string) string {
 func (h *host) openWarm(ctx context.Context) (*worker, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := h.client(forSessions)
+	rt, gen, err := h.plugs[forSessions].Get(ctx)
 	if err != nil {
 		return nil, errors.New(errText(err))
 	}
-	w, err := openWorker(ctx, c, h.template)
+	w, err := openWorker(ctx, rt.Client, h.template)
 	if err != nil {
 		return nil, errors.New(errText(err))
 	}
+	w.gen = gen
 	w.probeIdle()
 	return w, nil
 }
 
 // warmWorker takes a worker from the pool, skipping any that died between
-// its last health check and now.
+// its last health check and now, and any opened by a plugin process older
+// than the current one (the supervisor's Get starts the new binary when
+// the old one was rebuilt on disk; its workers must not serve old code).
 func (h *host) warmWorker(ctx context.Context) (*worker, error) {
+	_, gen, err := h.plugs[forSessions].Get(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for {
 		w, err := h.pool.Get(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if err := w.claim(); err == nil {
-			return w, nil
+		if w.gen >= gen {
+			if err := w.claim(); err == nil {
+				return w, nil
+			}
 		}
 		w.Close()
 	}

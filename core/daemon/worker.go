@@ -17,6 +17,9 @@ type worker struct {
 	stream pb.Runtime_SessionClient
 	cancel context.CancelFunc
 	opened *pb.Opened
+	// gen is the generation of the plugin process serving it: a worker of
+	// an older one (the binary was rebuilt since) is not handed out.
+	gen int
 
 	// in carries what the plugin sends after Opened, in order.
 	in   chan *pb.SessionResponse
