@@ -25,15 +25,16 @@ import (
 	"github.com/rlmkit/rlm/core/plugin/install"
 	"github.com/rlmkit/rlm/core/plugin/program"
 	"github.com/rlmkit/rlm/core/plugin/toolpath"
-	"github.com/rlmkit/rlm/internal/version"
 )
 
 // Runtime describes one local runtime.
 type Runtime struct {
 	Name string // "python"
-	// Version is the plugin's own version, reported by Info; "" means
-	// rlm's (internal/version), what rlm's built-in plugins report. A
-	// third-party plugin sets its own.
+	// Version is the plugin's own version, reported by Info; "" means the
+	// version of the module the binary was built from: rlm's
+	// (internal/version) for the built-in plugins, a third-party plugin's
+	// own module version or VCS revision for it (see ownVersion), never
+	// rlm's.
 	Version  string
 	Language string // "python"
 	Ext      string // ".py"
@@ -108,7 +109,7 @@ func (s *Server) Tool() (toolpath.Tool, error) {
 func (s *Server) Info(context.Context) (core.Info, error) {
 	r := core.Info{
 		Name:            s.RT.Name,
-		PluginVersion:   cmp.Or(s.RT.Version, version.String()),
+		PluginVersion:   cmp.Or(s.RT.Version, ownVersion()),
 		Language:        s.RT.Language,
 		FileExtension:   s.RT.Ext,
 		Capabilities:    s.capabilities(),

@@ -5,11 +5,14 @@
 // pyenv shim: ~170 ms), and every rlm command would pay it again. The cache
 // is keyed by the executable's path, size and modification time plus the
 // environment variables that steer version managers, so upgrading the tool
-// or switching pyenv versions invalidates it.
+// or switching pyenv versions invalidates it, and by the running plugin
+// binary itself: the probe is code in that binary, so a plugin rebuilt
+// with another probe probes again instead of reading its old answer.
 package toolpath
 
 import (
 	"crypto/sha256"
+	"errors"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -64,6 +67,7 @@ func Resolve(name string, probe Probe) (Tool, error) {
 	for _, k := range versionManagerEnv {
 		fmt.Fprintf(h, "%s=%s\x00", k, os.Getenv(k))
 	}
+	fmt.Fprintf(h, "probe=%s\x00", selfStamp())
 	if strings.Contains(path, "shims") {
 		// pyenv also reads .python-version files up from the cwd.
 		wd, _ := os.Getwd()
@@ -116,22 +120,47 @@ func cacheFile(key string) string {
 
 // VersionLine is the Probe of a tool that states its version as the first
 // line of `TOOL args` (bash --version, node --version).
+//
+// A tool that exists but does not answer (no such option, an error, no
+// output) is still usable: its version is "unknown (why)", never an empty
+// string that reads as if nothing had been asked.
 func VersionLine(args ...string) Probe {
 	return func(path string) (Tool, error) {
 		v, err := FirstLine(path, args...)
-		if err != nil {
-			return Tool{}, err
+		switch {
+		case err != nil:
+			v = "unknown (" + err.Error() + ")"
+		case v == "":
+			v = fmt.Sprintf("unknown (%s %s printed nothing)", filepath.Base(path), strings.Join(args, " "))
 		}
 		return Tool{Exe: path, Version: v}, nil
 	}
 }
+
+// selfStamp identifies the running binary (path, size, modification
+// time), computed once.
+var selfStamp = sync.OnceValue(func() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	st, err := os.Stat(exe)
+	if err != nil {
+		return exe
+	}
+	return fmt.Sprintf("%s\x00%d\x00%d", exe, st.Size(), st.ModTime().UnixNano())
+})
 
 // FirstLine runs path with args and returns the first line it prints, a
 // common way tools state their version.
 func FirstLine(path string, args ...string) (string, error) {
 	out, err := exec.Command(path, args...).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("%s %s: %v: %s", path, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		msg := fmt.Sprintf("%s %s: %v", filepath.Base(path), strings.Join(args, " "), err)
+		if o, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n"); o != "" {
+			msg += ": " + o
+		}
+		return "", errors.New(msg)
 	}
 	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
 	return strings.TrimSpace(line), nil
