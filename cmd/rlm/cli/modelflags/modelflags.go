@@ -7,6 +7,7 @@
 package modelflags
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -169,7 +170,13 @@ func (f *SessionFlags) Sessions(cfg config.Config) (*engine.SessionLLM, error) {
 	}
 	prov, err := llm.New(m.Provider, m.Options)
 	if err != nil {
-		return nil, err
+		if f.changed("provider") {
+			return nil, err
+		}
+		// A provider chosen in rlm.toml or $RLM_PROVIDER (for `rlm run`,
+		// perhaps) whose key is missing here must not stop code that never
+		// calls llm_query: the calls fail, saying why.
+		prov = unusable{name: m.Provider, err: err}
 	}
 	return &engine.SessionLLM{
 		Provider: prov, ProviderName: m.Provider, Model: m.SubcallModel, Allowed: allowed,
@@ -184,4 +191,17 @@ func first(vals ...string) string {
 		}
 	}
 	return ""
+}
+
+// unusable is a provider that could not be built: each call fails with
+// the reason.
+type unusable struct {
+	name string
+	err  error
+}
+
+func (u unusable) Name() string { return u.name }
+
+func (u unusable) Complete(context.Context, llm.Request) (llm.Response, error) {
+	return llm.Response{}, fmt.Errorf("the %s provider configured in rlm.toml or $RLM_PROVIDER cannot be used: %w", u.name, u.err)
 }
