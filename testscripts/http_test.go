@@ -177,20 +177,24 @@ func pidsMatching(pattern string) []int {
 	return out
 }
 
-// jsonvar VAR KEY sets VAR to the string (or number) at the top-level KEY
-// of the last command's stdout, a JSON object: a session id from POST
-// /sessions, say.
+// jsonvar VAR KEY sets VAR to the string (or number) at KEY of the last
+// command's stdout, a JSON object: a session id from POST /sessions, say.
+// A dotted KEY (result.structuredContent.session_id) goes into nested
+// objects.
 func cmdJSONVar(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
 		ts.Fatalf("usage: jsonvar VAR KEY")
 	}
-	var obj map[string]any
-	if err := json.Unmarshal([]byte(ts.ReadFile("stdout")), &obj); err != nil {
+	var v any
+	if err := json.Unmarshal([]byte(ts.ReadFile("stdout")), &v); err != nil {
 		ts.Fatalf("jsonvar: stdout is not a JSON object: %v", err)
 	}
-	v, ok := obj[args[1]]
-	if !ok {
-		ts.Fatalf("jsonvar: no key %q in stdout", args[1])
+	for _, k := range strings.Split(args[1], ".") {
+		obj, _ := v.(map[string]any)
+		var ok bool
+		if v, ok = obj[k]; !ok {
+			ts.Fatalf("jsonvar: no key %q in stdout", args[1])
+		}
 	}
 	ts.Setenv(args[0], fmt.Sprint(v))
 }

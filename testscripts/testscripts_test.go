@@ -160,6 +160,9 @@ func params(dir string) testscript.Params {
 			// session scripts (session_cmds_test.go)
 			"httpstart": cmdHTTPStart,
 			"httpwait":  cmdHTTPWait,
+			// model scripts (llm_cmds_test.go)
+			"fakellm":  cmdFakeLLM,
+			"llmcalls": cmdLLMCalls,
 		},
 	}
 }

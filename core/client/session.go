@@ -116,6 +116,10 @@ func (s *session) serveCallback(cb *pb.Callback) {
 	_ = s.send(&pb.SessionRequest{Msg: &pb.SessionRequest_CallbackReply{CallbackReply: reply}})
 }
 
+// NoLLMHint ends the error of a session without bridges: how rlm's
+// commands give sessions a model.
+const NoLLMHint = " (rlm serve, rlm mcp and rlm exec --context give their sessions one with --provider, [run] provider in rlm.toml or $RLM_PROVIDER)"
+
 // runCallback answers every prompt of a (possibly batched) query, at most
 // Bridges.MaxConcurrent at a time, results in prompt order.
 func (s *session) runCallback(q core.Query) ([]string, error) {
@@ -125,12 +129,12 @@ func (s *session) runCallback(q core.Query) ([]string, error) {
 		switch q.Kind {
 		case "llm_query":
 			if s.bridges.LLMQuery == nil {
-				return "", errors.New("llm_query is not available: this session has no LLM configured")
+				return "", errors.New("llm_query is not available: this session has no LLM configured" + NoLLMHint)
 			}
 			return s.bridges.LLMQuery(ctx, prompts[i], q.Model)
 		case "rlm_query":
 			if s.bridges.RLMQuery == nil {
-				return "", errors.New("rlm_query is not available: this session has no LLM configured")
+				return "", errors.New("rlm_query is not available: this session has no LLM configured" + NoLLMHint)
 			}
 			return s.bridges.RLMQuery(ctx, prompts[i], q.Context(i))
 		}

@@ -41,6 +41,9 @@ type Config struct {
 	// Pricing adds or overrides model prices (USD per million tokens) in
 	// core/llm's table, for cost accounting and max_cost_usd.
 	Pricing map[string]pricing.Price `toml:"pricing"`
+	// Sessions bounds the model calls of REPL sessions no loop drives
+	// (serve, mcp, exec --context).
+	Sessions Sessions `toml:"sessions"`
 	// Serve configures `rlm serve`.
 	Serve Serve `toml:"serve"`
 	// Daemon configures `rlm daemon` and how clients find it.
@@ -49,6 +52,10 @@ type Config struct {
 
 // Run is the [run] table: the defaults of `rlm run`. Budgets of 0 are
 // unlimited (except max_iterations, whose 0 means the engine default).
+// Provider "" means anthropic for `rlm run` and no model for sessions:
+// serve, mcp and exec give their sessions a model only when one is chosen
+// (here, $RLM_PROVIDER or --provider), so that no server starts spending
+// on a key it merely finds in its environment.
 type Run struct {
 	Provider       string   `toml:"provider" env:"RLM_PROVIDER"`
 	Model          string   `toml:"model" env:"RLM_MODEL"`
@@ -61,6 +68,19 @@ type Run struct {
 	MaxErrors      int      `toml:"max_errors"`
 	MaxOutputChars int      `toml:"max_output_chars"`
 	MaxConcurrent  int      `toml:"max_concurrent"`
+}
+
+// Sessions is the [sessions] table: the budget of each REPL session's
+// llm_query calls (rlm serve, rlm mcp, rlm exec --context) and the models
+// a session may choose. Budgets of 0 are unlimited.
+type Sessions struct {
+	MaxTokens     int64   `toml:"max_tokens"`
+	MaxCostUSD    float64 `toml:"max_cost_usd"`
+	MaxCalls      int     `toml:"max_calls"`
+	MaxCallTokens int     `toml:"max_call_tokens"`
+	// AllowModels are the models besides the default one that a session
+	// may choose (POST /sessions {"model"}, llm_query(p, model=...)).
+	AllowModels []string `toml:"allow_models" env:"RLM_ALLOW_MODELS"`
 }
 
 // Provider is one [providers.NAME] table. Empty fields take the provider's
@@ -169,8 +189,8 @@ func Default() Config {
 			Memory:       1 << 30,
 			MaxProcesses: 256,
 		},
+		Sessions: Sessions{AllowModels: []string{}},
 		Run: Run{
-			Provider:       "anthropic",
 			MaxIterations:  20,
 			MaxDepth:       1,
 			MaxTime:        Duration(30 * time.Minute),

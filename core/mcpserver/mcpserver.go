@@ -15,7 +15,8 @@
 //     send requests to its client, so sandboxed code cannot call the model
 //     back through MCP. Sessions are therefore explicit (session_open
 //     returns an id the model passes back), and llm_query in a session is
-//     answered only when the server was given an LLM (server.Config.Bridges);
+//     answered only when the server was given an LLM (server.Config.Bridges or
+//     SessionBridges: `rlm mcp --provider ...`);
 //     otherwise the call raises an error that says none is configured.
 //   - A program that fails, is killed or times out is a tool result with
 //     isError set, never a protocol error: the model reads what happened and
@@ -69,6 +70,8 @@ type SessionOpenInput struct {
 	Context  string `json:"context,omitempty" jsonschema:"text made available to the session's code as the variable context"`
 	// Env is POST /sessions' env, under the same rules.
 	Env map[string]string `json:"env,omitempty" jsonschema:"environment variables the session's interpreter sees (os.environ); names are letters, digits and _"`
+	// Model is POST /sessions' model.
+	Model string `json:"model,omitempty" jsonschema:"the model answering llm_query in the session, among those the server allows (default: the server's)"`
 }
 
 // SessionOpened is session_open's result.
@@ -225,7 +228,7 @@ func (t *tools) listRuntimes(ctx context.Context, _ *mcp.CallToolRequest, _ stru
 }
 
 func (t *tools) sessionOpen(ctx context.Context, _ *mcp.CallToolRequest, in SessionOpenInput) (*mcp.CallToolResult, *SessionOpened, error) {
-	req := &server.SessionRequest{Language: in.Language, Env: in.Env}
+	req := &server.SessionRequest{Language: in.Language, Env: in.Env, Model: in.Model}
 	if in.Context != "" {
 		b, _ := json.Marshal(in.Context) // a JSON string: given to the code as text
 		req.Context = b

@@ -121,7 +121,7 @@ func TestListTools(t *testing.T) {
 	want := map[string][]string{
 		"run_code":             {"language", "code", "stdin", "timeout_seconds", "files"},
 		"list_runtimes":        nil,
-		"session_open":         {"language", "context", "env"},
+		"session_open":         {"language", "context", "env", "model"},
 		"session_run":          {"session_id", "code", "timeout_seconds", "files"},
 		"session_get_variable": {"session_id", "name"},
 		"session_close":        {"session_id"},

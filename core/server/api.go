@@ -115,6 +115,9 @@ func (s *Server) sessionSpec(req *SessionRequest) (string, *core.Context, *APIEr
 	if e := checkRequirements(req.Requirements); e != nil {
 		return lang, nil, e
 	}
+	if e := s.checkSessionModel(req.Model); e != nil {
+		return lang, nil, e
+	}
 	if len(req.Context) == 0 || string(req.Context) == "null" {
 		return lang, nil, nil
 	}
@@ -140,7 +143,7 @@ func (s *Server) openSession(ctx context.Context, id, lang string, sctx *core.Co
 		}
 	}()
 	entry := &sessionEntry{id: id, language: lang, created: time.Now()}
-	if sctx == nil && len(req.Env) == 0 && len(req.Requirements) == 0 && s.cfg.WarmSessions > 0 {
+	if sctx == nil && len(req.Env) == 0 && len(req.Requirements) == 0 && req.Model == "" && s.cfg.WarmSessions > 0 {
 		// The common case (no context, env or requirements: the client
 		// sends its data in cells) takes a session opened ahead of demand.
 		w, err := s.warm.get(ctx, lang)
@@ -149,9 +152,13 @@ func (s *Server) openSession(ctx context.Context, id, lang string, sctx *core.Co
 		}
 		entry.sess, entry.closer = w.sess, w.Close
 	} else {
+		bridges, e := s.sessionBridges(req.Model)
+		if e != nil {
+			return lang, nil, e
+		}
 		sess, err := withRuntime(ctx, s.slots[lang], func(rt *client.Runtime) (core.Session, error) {
 			return rt.OpenSession(ctx, core.SessionOptions{
-				Runtime: lang, Context: sctx, Env: req.Env, Requirements: req.Requirements, Bridges: s.cfg.Bridges,
+				Runtime: lang, Context: sctx, Env: req.Env, Requirements: req.Requirements, Bridges: bridges,
 				Limits: s.sessionLimits(), ReturnFiles: true,
 			})
 		})

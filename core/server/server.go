@@ -99,6 +99,11 @@ type Config struct {
 	WarmSessions int
 	// Bridges serve llm_query / rlm_query in session cells.
 	Bridges core.Bridges
+	// SessionBridges, when set, replaces Bridges: it gives each new
+	// session its own bridges (and so its own model budget), with model
+	// being the session's choice (POST /sessions {"model"}; "" for the
+	// default). Its error refuses the session with 400. See sessionmodel.go.
+	SessionBridges func(model string) (core.Bridges, error)
 	// Logger receives one line per request (default: discard).
 	Logger *slog.Logger
 	// Version is reported by /health.

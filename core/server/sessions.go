@@ -253,6 +253,10 @@ type SessionRequest struct {
 	// one whose installer fails does, with its output: the session does
 	// not open. Like env, they rule out a warm session.
 	Requirements []string `json:"requirements,omitempty"`
+	// Model answers the session's llm_query calls that name none, among
+	// the models the server allows (Config.SessionBridges); "" is the
+	// server's default. Like env, it rules out a warm session.
+	Model string `json:"model,omitempty"`
 }
 
 // SessionCreated answers POST /sessions.

@@ -79,10 +79,14 @@ func (ws *warmSessions) pool(lang string) (*pool.Pool[*warmSession], error) {
 func (ws *warmSessions) open(ctx context.Context, lang string) (*warmSession, error) {
 	slot := ws.srv.slots[lang]
 	var gen int
+	bridges, e := ws.srv.sessionBridges("")
+	if e != nil {
+		return nil, e
+	}
 	sess, err := withRuntime(ctx, slot, func(rt *client.Runtime) (core.Session, error) {
 		gen = slot.Generation()
 		return rt.OpenSession(ctx, core.SessionOptions{
-			Runtime: lang, Bridges: ws.srv.cfg.Bridges,
+			Runtime: lang, Bridges: bridges,
 			Limits: ws.srv.sessionLimits(), ReturnFiles: true,
 		})
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/modelflags"
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/config"
@@ -52,6 +53,10 @@ type Options struct {
 	NoIndex        bool
 	NpmRegistry    string
 	InstallTimeout time.Duration
+
+	// Model gives the --context cell's llm_query a model (model.go).
+	Model   modelflags.SessionFlags
+	bridges core.Bridges
 }
 
 // NewCmd builds the command; runF replaces the run function in tests.
@@ -123,6 +128,7 @@ what is read.`,
 	fl.StringArrayVar(&o.FindLinks, "find-links", nil, "python: directory or URL of wheels to install requirements from (repeatable)")
 	fl.BoolVar(&o.NoIndex, "no-index", false, "python: install requirements from --find-links only, never an index")
 	fl.StringVar(&o.NpmRegistry, "npm-registry", "", "node: npm registry URL for requirements")
+	o.Model.Register(fl)
 	fl.DurationVar(&o.InstallTimeout, "install-timeout", 0, "limit for installing requirements (python, node) or compiling (golang), separate from --timeout (default 5m)")
 	cmdutil.CompleteValues(cmd, "runtime", cmdutil.BuiltinRuntimes...)
 	cmdutil.CompleteValues(cmd, "backend", client.Valid...)
@@ -137,6 +143,9 @@ func run(ctx context.Context, o *Options) error {
 	}
 	prog, err := o.program(cfg)
 	if err != nil {
+		return cmdutil.Usage(err)
+	}
+	if err := o.resolveModel(cfg); err != nil {
 		return cmdutil.Usage(err)
 	}
 	if o.Runtime == "" {
@@ -229,7 +238,7 @@ func runOn(ctx context.Context, rt *client.Runtime, o *Options, prog core.Progra
 	if prog.Context != nil && rt.Name == "python" && (len(prog.Args) > 0 || prog.Stdin != nil || len(prog.Files) > 0 || o.Out != "") {
 		return cmdutil.Usagef("--context on python runs the code as a REPL cell, which takes no --arg, --stdin, --file or --out; drop them, or give the context as --file NAME=PATH and read that file instead")
 	}
-	res, err := execute(ctx, rt, prog)
+	res, err := execute(ctx, rt, prog, o.bridges)
 	if ctx.Err() != nil {
 		return &cmdutil.ExitError{Code: cmdutil.ExitInterrupted, Err: errors.New("interrupted")}
 	}
@@ -275,7 +284,7 @@ func runOn(ctx context.Context, rt *client.Runtime, o *Options, prog core.Progra
 
 // execute runs the program; with a context on python it runs as one REPL
 // cell so that `context` is a real variable.
-func execute(ctx context.Context, rt *client.Runtime, p core.Program) (*core.Result, error) {
+func execute(ctx context.Context, rt *client.Runtime, p core.Program, bridges core.Bridges) (*core.Result, error) {
 	if p.Context == nil || rt.Name != "python" {
 		return rt.Run(ctx, p)
 	}
@@ -283,7 +292,7 @@ func execute(ctx context.Context, rt *client.Runtime, p core.Program) (*core.Res
 	if len(p.Requirements) > 0 {
 		return nil, cmdutil.Usagef("--requirements cannot be combined with --context for python yet (the context runs in a REPL session); pass the context as a file with --file instead")
 	}
-	s, err := rt.OpenSession(ctx, core.SessionOptions{Context: p.Context, Limits: p.Limits, Env: p.Env})
+	s, err := rt.OpenSession(ctx, core.SessionOptions{Context: p.Context, Limits: p.Limits, Env: p.Env, Bridges: bridges})
 	if err != nil {
 		return nil, err
 	}

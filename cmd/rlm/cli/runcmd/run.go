@@ -11,13 +11,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/modelflags"
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/config"
@@ -35,11 +35,7 @@ const (
 )
 
 // DefaultModels are the models used when none is configured.
-var DefaultModels = map[string]string{
-	"anthropic": "claude-sonnet-4-5",
-	"openai":    "gpt-4o",
-	"ollama":    "llama3.1",
-}
+var DefaultModels = modelflags.DefaultModels
 
 // Options are run's parsed flags.
 type Options struct {
@@ -202,27 +198,16 @@ func (o *Options) resolve(cfg config.Config) (*plan, error) {
 	}
 
 	rc := cfg.Run
-	p.provider = first(o.Provider, tf.Provider, rc.Provider)
-	if !slices.Contains(llm.Providers(), p.provider) {
-		return nil, fmt.Errorf("unknown provider %q: use one of %s", p.provider, strings.Join(llm.Providers(), ", "))
+	m, err := modelflags.Resolve(cfg, modelflags.Choice{
+		Provider: first(o.Provider, tf.Provider), Model: first(o.Model, tf.Model),
+		SubcallModel: first(o.SubcallModel, tf.SubcallModel), BaseURL: o.BaseURL,
+		Transcript: first(o.Transcript, tf.rel(tf.Transcript)),
+	})
+	if err != nil {
+		return nil, err
 	}
-	p.model = first(o.Model, tf.Model, rc.Model, DefaultModels[p.provider])
-	p.subcallModel = first(o.SubcallModel, tf.SubcallModel, rc.SubcallModel, p.model)
-
-	pc := cfg.Providers[p.provider]
+	p.provider, p.model, p.subcallModel, p.llmOpts = m.Provider, m.Model, m.SubcallModel, m.Options
 	p.maxConc = rc.MaxConcurrent
-	p.llmOpts = llm.Options{
-		BaseURL:       first(o.BaseURL, pc.BaseURL),
-		APIKey:        pc.APIKey,
-		Timeout:       time.Duration(pc.Timeout),
-		MaxRetries:    pc.MaxRetries,
-		MaxConcurrent: p.maxConc,
-		Transcript:    first(o.Transcript, tf.rel(tf.Transcript), pc.Transcript),
-		Command:       pc.Command,
-	}
-	if p.provider == "replay" && p.llmOpts.Transcript == "" {
-		return nil, fmt.Errorf("the replay provider needs a transcript: pass --transcript TRACE (a file written by --trace) or set transcript in the task file")
-	}
 
 	b := engine.Budget{
 		MaxIterations: rc.MaxIterations, MaxDepth: rc.MaxDepth, MaxTokens: rc.MaxTokens,
@@ -414,25 +399,10 @@ func run(ctx context.Context, o *Options) error {
 	return &cmdutil.ExitError{Code: exitCode(ctx, runErr), Err: runErr}
 }
 
-// selfPricing are the providers that report each call's cost themselves,
-// so that --max-cost holds whatever the model.
-var selfPricing = map[string]bool{"claude-code": true, "replay": true}
-
 // checkPriced refuses --max-cost for a model without a known price: the
 // cap could not be enforced, and a warning alone is easy to miss.
 func checkPriced(p *plan) error {
-	if p.budget.MaxCostUSD <= 0 || selfPricing[p.provider] {
-		return nil
-	}
-	for _, m := range []string{p.model, p.subcallModel} {
-		if m == "" {
-			continue
-		}
-		if _, ok := llm.LookupPrice(m); !ok {
-			return fmt.Errorf("--max-cost cannot be enforced: rlm knows no price for model %q; give one in rlm.toml ([pricing.\"%s\"] input_per_mtok = ..., output_per_mtok = ...) or drop --max-cost", m, m)
-		}
-	}
-	return nil
+	return modelflags.CheckPriced(p.provider, p.budget.MaxCostUSD, p.model, p.subcallModel)
 }
 
 func exitCode(ctx context.Context, err error) int {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/modelflags"
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/client"
 	"github.com/rlmkit/rlm/core/config"
@@ -45,6 +46,8 @@ type Options struct {
 	Grace                time.Duration
 	LogFormat            string
 	Limits               cmdutil.LimitFlags
+	// Model gives the sessions' llm_query a model (see model.go).
+	Model modelflags.SessionFlags
 
 	// Changed reports whether a flag was given.
 	Changed func(name string) bool
@@ -119,6 +122,7 @@ func (o *Options) RegisterEngineFlags(fl *pflag.FlagSet) {
 	fl.IntVar(&o.WarmSessions, "warm-sessions", 0, "sessions of each language kept open ahead of demand, so POST /sessions without a context takes one at once (default from config: 2; 0: none)")
 	fl.StringVar(&o.LogFormat, "log-format", "", "log format on stderr: text or json (default from config: text)")
 	o.Limits.Register(fl)
+	o.Model.Register(fl)
 }
 
 // settings merges flags over the configuration (which already holds the
@@ -307,6 +311,10 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	sessionBridges, err := o.sessionBridges(cfg)
+	if err != nil {
+		return nil, err
+	}
 	var logger *slog.Logger
 	if st.LogFormat == "json" {
 		logger = slog.New(slog.NewJSONHandler(o.F.IO.ErrOut, nil))
@@ -348,6 +356,7 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 		SessionIdle:    time.Duration(st.SessionIdle),
 		MaxSessions:    st.MaxSessions,
 		WarmSessions:   st.WarmSessions,
+		SessionBridges: sessionBridges,
 		Logger:         logger,
 	})
 	if err != nil {
