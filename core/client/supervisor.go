@@ -170,6 +170,15 @@ type SupervisorStatus struct {
 	// Plugin is the held runtime's plugin binary ("" when none is held or
 	// it is not a plugin process).
 	Plugin string
+	// PluginModified is the plugin binary's modification time when it was
+	// launched, PluginSize its size: which build is serving, so a rebuild
+	// the supervisor has not yet noticed (it does on the next Get) shows.
+	PluginModified time.Time
+	PluginSize     int64
+	// PluginVersion and RuntimeVersion are what the held process declared
+	// about itself, "" until it was asked (never another process's).
+	PluginVersion  string
+	RuntimeVersion string
 	// Launches counts the runtimes Open launched (an adopted one is not
 	// counted); Generation is as for Generation.
 	Launches   int
@@ -184,6 +193,13 @@ func (s *Supervisor) Status() SupervisorStatus {
 	if s.rt != nil {
 		st.Running = !s.rt.Exited()
 		st.Plugin = s.rt.Plugin
+		if s.bin != nil {
+			st.PluginModified = s.bin.info.ModTime()
+			st.PluginSize = s.bin.info.Size()
+		}
+		if info := s.rt.declared(); info != nil {
+			st.PluginVersion, st.RuntimeVersion = info.PluginVersion, info.RuntimeVersion
+		}
 	}
 	return st
 }

@@ -370,6 +370,16 @@ func TestRunPluginRelaunchedAfterDeath(t *testing.T) {
 	if rs := fakeStatus(t, r); rs.PluginStarts != starts+1 || !rs.PluginRunning {
 		t.Fatalf("after the kill: %d starts (was %d), running %v", rs.PluginStarts, starts, rs.PluginRunning)
 	}
+	// Status names the build serving: the binary's modification time and
+	// size as it was launched.
+	rs := fakeStatus(t, r)
+	fi, err := os.Stat(rs.PluginPath)
+	if err != nil {
+		t.Fatalf("plugin path %q: %v", rs.PluginPath, err)
+	}
+	if rs.PluginModified == nil || !rs.PluginModified.Equal(fi.ModTime()) || rs.PluginSize != fi.Size() {
+		t.Fatalf("status of the running plugin: %+v (binary modified %v, %d bytes)", rs, fi.ModTime(), fi.Size())
+	}
 	res, err := rt.Run(ctx, core.Program{Code: "die"})
 	if err != nil || res.EndedBy != ending.Crashed || !strings.Contains(res.Error, core.PartlyRun) || res.Backend != BackendName {
 		t.Fatalf("the run whose plugin died: %+v %v", res, err)

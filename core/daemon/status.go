@@ -26,6 +26,13 @@ type RuntimeStatus struct {
 	PluginRunning bool   `json:"plugin_running"`
 	PluginStarts  int    `json:"plugin_starts"`
 	PluginPath    string `json:"plugin_path,omitempty"`
+	// PluginModified and PluginSize identify the build of PluginPath that
+	// is serving (a rebuilt binary is restarted on the next request);
+	// PluginVersion and RuntimeVersion are what that process declared.
+	PluginModified *time.Time `json:"plugin_modified,omitempty"`
+	PluginSize     int64      `json:"plugin_size,omitempty"`
+	PluginVersion  string     `json:"plugin_version,omitempty"`
+	RuntimeVersion string     `json:"runtime_version,omitempty"`
 }
 
 // WorkerStats is a pooled runtime's warm workers, as its pool counts them
@@ -79,6 +86,13 @@ func (s *Server) Status() Status {
 			if ps.Running {
 				rs.PluginRunning = true
 				rs.PluginPath = ps.Plugin
+				if !ps.PluginModified.IsZero() {
+					m := ps.PluginModified
+					rs.PluginModified, rs.PluginSize = &m, ps.PluginSize
+				}
+				if ps.PluginVersion != "" {
+					rs.PluginVersion, rs.RuntimeVersion = ps.PluginVersion, ps.RuntimeVersion
+				}
 			}
 		}
 		st.Runtimes = append(st.Runtimes, rs)

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -80,7 +82,8 @@ func describe(c *core.Context) CtxInfo {
 	if c == nil {
 		return CtxInfo{Kind: "none", Type: "None"}
 	}
-	info := CtxInfo{Kind: c.Kind, Chars: utf8.RuneCount(c.Data)}
+	sum := sha256.Sum256(c.Data)
+	info := CtxInfo{Kind: c.Kind, Chars: utf8.RuneCount(c.Data), SHA256: hex.EncodeToString(sum[:])}
 	if info.Kind == "" {
 		info.Kind = "text"
 	}

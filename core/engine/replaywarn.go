@@ -28,7 +28,7 @@ func (r *run) checkRecording(task string, info CtxInfo) {
 		warn(fmt.Sprintf("replay: the task differs from the recording's (recorded %q, this run %q): the recorded answers may not fit", excerpt(start.Task), excerpt(task)))
 	}
 	var was CtxInfo
-	if len(start.Context) > 0 && json.Unmarshal(start.Context, &was) == nil && was != info {
+	if len(start.Context) > 0 && json.Unmarshal(start.Context, &was) == nil && !sameContext(was, info) {
 		warn(fmt.Sprintf("replay: the context differs from the recording's (recorded %s, this run %s): the recorded answers may not fit", ctxSummary(was), ctxSummary(info)))
 	}
 }
@@ -55,7 +55,20 @@ type providerWarnings struct {
 	warnedMsgs map[string]bool
 }
 
+// sameContext reports whether the recorded context was this run's: same
+// description and, when the recording has one (traces written before it
+// did not), the same hash.
+func sameContext(was, now CtxInfo) bool {
+	if was.SHA256 == "" {
+		now.SHA256 = ""
+	}
+	return was == now
+}
+
 func ctxSummary(c CtxInfo) string {
+	if c.SHA256 != "" {
+		return fmt.Sprintf("[%s, %d chars, %s, sha256 %.12s]", c.Kind, c.Chars, c.Type, c.SHA256)
+	}
 	return fmt.Sprintf("[%s, %d chars, %s]", c.Kind, c.Chars, c.Type)
 }
 

@@ -112,6 +112,11 @@ type CtxInfo struct {
 	Kind  string `json:"kind"`
 	Chars int    `json:"chars"`
 	Type  string `json:"type"`
+	// SHA256 is the hex SHA-256 of the context's bytes ("" for no
+	// context): a replay of a recording compares it, since another context
+	// of the same size and type gives the same prompts and would otherwise
+	// replay unnoticed.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // tracer writes events as JSON lines; safe for concurrent use.

@@ -272,3 +272,32 @@ func TestCallEventRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A replayed prompt that matches no recorded prompt is answered in order,
+// with one warning per replay naming the recording; matching prompts warn
+// about nothing.
+func TestReplayWarnsOnceWhenAPromptDiffers(t *testing.T) {
+	path := writeFile(t, "trace.jsonl", traceLines(t,
+		ev(0, "root", "m", "task", "answer 1"),
+		ev(0, "root", "m", "task + results", "answer 2"),
+		ev(0, "root", "m", "task + more", "FINAL(42)"),
+	))
+	p := newReplayT(t, path)
+	var warnings []string
+	ctx := WithWarn(context.Background(), func(msg string) { warnings = append(warnings, msg) })
+	if r, err := p.Complete(ctx, sysReq("m", "task")); err != nil || r.Text != "answer 1" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if len(warnings) != 0 {
+		t.Fatalf("a recorded prompt warned: %q", warnings)
+	}
+	for i, prompt := range []string{"edited results", "edited again"} {
+		r, err := p.Complete(ctx, sysReq("m", prompt))
+		if err != nil || r.Text != []string{"answer 2", "FINAL(42)"}[i] {
+			t.Fatalf("%s: %+v %v", prompt, r, err)
+		}
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "differs from every prompt recorded in "+path) {
+		t.Fatalf("warnings = %q, want one naming %s", warnings, path)
+	}
+}

@@ -367,12 +367,40 @@ func runStatus(ctx context.Context, o *Options) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%s\n", r.Name, warm, busy, opening, r.Sessions, r.Runs, crashed, r.WorkersLost, plug)
 	}
 	tw.Flush()
+	printBinaries(w, st.Runtimes)
 	for _, r := range st.Runtimes {
 		if r.Workers != nil && r.Workers.LastError != "" {
 			fmt.Fprintf(w, "\n%s: warm sessions failing: %s\n", r.Name, r.Workers.LastError)
 		}
 	}
 	return nil
+}
+
+// printBinaries shows which build of each running plugin is serving: a
+// binary rebuilt under the daemon is restarted on its next request, and
+// until then this is how to tell the old build from the new one.
+func printBinaries(w io.Writer, rts []daemon.RuntimeStatus) {
+	first := true
+	for _, r := range rts {
+		if !r.PluginRunning || r.PluginPath == "" {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w, "\nplugin binaries in use:")
+			first = false
+		}
+		line := fmt.Sprintf("  %s: %s", r.Name, r.PluginPath)
+		if r.PluginModified != nil {
+			line += fmt.Sprintf(" (modified %s, %d bytes)", r.PluginModified.Format(time.RFC3339), r.PluginSize)
+		}
+		if r.PluginVersion != "" {
+			line += fmt.Sprintf(", plugin %s", r.PluginVersion)
+		}
+		if r.RuntimeVersion != "" {
+			line += fmt.Sprintf(", runtime %s", r.RuntimeVersion)
+		}
+		fmt.Fprintln(w, line)
+	}
 }
 
 func writeJSON(w io.Writer, v any) error {
