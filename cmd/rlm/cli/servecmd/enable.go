@@ -56,8 +56,10 @@ func (o *Options) candidates() []string {
 // allowed: untrusted code must not run unsandboxed by accident. Named
 // without it, that is a start error naming the flag; detected, it is left
 // out with a log line saying how to enable it. An allowed one is served
-// with a warning.
-func (o *Options) openEnabled(ctx context.Context, open client.Opener, mode string, allowed []string, logger *slog.Logger) ([]string, map[string]*client.Runtime, error) {
+// with a warning. A server configured for isolation none (--isolation
+// none, [serve] isolation) runs everything unsandboxed by the operator's
+// explicit choice, and allows every runtime so (allowAll).
+func (o *Options) openEnabled(ctx context.Context, open client.Opener, mode string, allowed []string, allowAll bool, logger *slog.Logger) ([]string, map[string]*client.Runtime, error) {
 	named := server.ParseModes(mode)
 	var modes []string
 	var rts map[string]*client.Runtime
@@ -91,8 +93,12 @@ func (o *Options) openEnabled(ctx context.Context, open client.Opener, mode stri
 			kept = append(kept, m)
 			continue
 		}
-		if slices.Contains(allowed, m) {
-			logger.Warn("serving a runtime unsandboxed: its plugin can only run code at isolation none (as this user, network on, host files readable)", "runtime", m, "allowed_by", "--"+unsandboxedFlag)
+		if allowAll || slices.Contains(allowed, m) {
+			by := "--" + unsandboxedFlag
+			if allowAll {
+				by = "--isolation none"
+			}
+			logger.Warn("serving a runtime unsandboxed: its plugin can only run code at isolation none (as this user, network on, host files readable)", "runtime", m, "allowed_by", by)
 			kept = append(kept, m)
 			continue
 		}

@@ -76,7 +76,8 @@ it is installed; the others are logged with the reason. A mode that cannot
 run here stops the server at start.
 
 A runtime whose plugin can only run code unsandboxed (isolation none) is
-not served unless named in --allow-unsandboxed.
+not served unless named in --allow-unsandboxed (or the server runs
+everything at --isolation none).
 
 Loopback addresses need no token. Any other address (0.0.0.0, a public IP,
 a host name) requires a token (RLM_TOKEN) and refuses to start without one,
@@ -327,7 +328,7 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 		return client.Open(ctx, name, bopts)
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	modes, rts, err := o.openEnabled(startCtx, open, st.Mode, o.allowedUnsandboxed(st.AllowUnsandboxed), logger)
+	modes, rts, err := o.openEnabled(startCtx, open, st.Mode, o.allowedUnsandboxed(st.AllowUnsandboxed), limits.Isolation == "none", logger)
 	if err == nil {
 		if err = checkIsolation(startCtx, rts, limits); err != nil {
 			for _, rt := range rts {
