@@ -120,6 +120,11 @@ type Serve struct {
 	// code for anyone who can reach it. Turn it on only when something in
 	// front of rlm (a proxy, a private network) does the authentication.
 	AllowUnauthenticated bool `toml:"allow_unauthenticated" env:"RLM_ALLOW_UNAUTHENTICATED"`
+	// AllowUnsandboxed names the runtimes serve and mcp may enable although
+	// their plugin can only run code at isolation none (as the user, network
+	// on, host files readable). Without its name such a runtime is not
+	// enabled: untrusted code must not run unsandboxed by accident.
+	AllowUnsandboxed []string `toml:"allow_unsandboxed" env:"RLM_ALLOW_UNSANDBOXED"`
 	// SessionIdle closes sessions unused this long.
 	SessionIdle Duration `toml:"session_idle" env:"RLM_SESSION_IDLE"`
 	// MaxSessions bounds open sessions.
@@ -201,18 +206,19 @@ func Default() Config {
 		Providers: map[string]Provider{},
 		Pricing:   map[string]pricing.Price{},
 		Serve: Serve{
-			Addr:         "127.0.0.1:8080",
-			Mode:         "",
-			Queue:        64,
-			QueueWait:    Duration(10 * time.Second),
-			BodyLimit:    8 << 20,
-			MaxTimeout:   Duration(5 * time.Minute),
-			SessionIdle:  Duration(10 * time.Minute),
-			MaxSessions:  64,
-			WarmSessions: 2,
-			Grace:        Duration(5 * time.Second),
-			LogFormat:    "text",
-			Isolation:    DefaultIsolation,
+			AllowUnsandboxed: []string{},
+			Addr:             "127.0.0.1:8080",
+			Mode:             "",
+			Queue:            64,
+			QueueWait:        Duration(10 * time.Second),
+			BodyLimit:        8 << 20,
+			MaxTimeout:       Duration(5 * time.Minute),
+			SessionIdle:      Duration(10 * time.Minute),
+			MaxSessions:      64,
+			WarmSessions:     2,
+			Grace:            Duration(5 * time.Second),
+			LogFormat:        "text",
+			Isolation:        DefaultIsolation,
 		},
 		Daemon: Daemon{
 			Workers:      2,

@@ -57,7 +57,7 @@ type Options struct {
 
 // RunCodeInput are run_code's arguments.
 type RunCodeInput struct {
-	Language       string            `json:"language,omitempty" jsonschema:"the runtime: python, golang, node or shell (see list_runtimes); the server's default runtime when omitted"`
+	Language       string            `json:"language,omitempty" jsonschema:"the runtime (see list_runtimes); the server's default runtime when omitted"`
 	Code           string            `json:"code" jsonschema:"the whole program, run as a file (main.py, main.go with package main, main.js, main.sh)"`
 	Stdin          string            `json:"stdin,omitempty" jsonschema:"text given to the program on standard input"`
 	TimeoutSeconds *float64          `json:"timeout_seconds,omitempty" jsonschema:"wall-clock limit in seconds (default: the server's, usually 30); the program and its children are killed when it passes"`
@@ -127,32 +127,30 @@ func New(srv *server.Server, o Options) *mcp.Server {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	ms := mcp.NewServer(&mcp.Implementation{Name: "rlm", Title: "rlm code sandbox", Version: o.Version}, &mcp.ServerOptions{
-		Logger: o.Logger,
-		Instructions: "rlm runs code in sandboxes. Use run_code for a self-contained program (python, golang, node or shell); " +
-			"use session_open, then session_run repeatedly, to keep Python state between calls, and session_close when done. " +
-			"list_runtimes says which runtimes this server has and how they are isolated.",
+		Logger:       o.Logger,
+		Instructions: instructions(srv.Modes()),
 	})
 	t := &tools{srv: srv}
 	yes := true
-	mcp.AddTool(ms, &mcp.Tool{
+	mcp.AddTool(ms, withLanguages[RunCodeInput](&mcp.Tool{
 		Name: "run_code",
 		Description: "Run a program in a fresh sandbox and return its stdout, stderr and how it ended (exit code, signal or timeout). " +
 			"Each call starts from nothing: nothing is kept between calls (use session_open for that). " +
 			"Files the program writes under its working directory ($OUTPUT_DIR) come back base64-encoded in files_produced. " +
 			"A failing program is reported with isError and its output, so you can fix the code and call again.",
 		Annotations: &mcp.ToolAnnotations{Title: "Run code", OpenWorldHint: &yes},
-	}, t.runCode)
+	}, srv.Modes(), "the runtime"), t.runCode)
 	mcp.AddTool(ms, &mcp.Tool{
 		Name:        "list_runtimes",
 		Description: "List the runtimes this server can run (the values of language), which is the default, their versions, whether they support sessions (capability repl) and the sandbox isolation level programs and sessions actually run under on this host (none, process, namespace, wasm).",
 		Annotations: &mcp.ToolAnnotations{Title: "List runtimes", ReadOnlyHint: true},
 	}, t.listRuntimes)
-	mcp.AddTool(ms, &mcp.Tool{
+	mcp.AddTool(ms, withLanguages[SessionOpenInput](&mcp.Tool{
 		Name: "session_open",
 		Description: "Open a stateful REPL session and return its session_id. Code run with session_run keeps its variables, imports and functions between calls. " +
 			"An optional context string is available to the code as the variable context. Sessions unused for idle_timeout_seconds are closed; close it with session_close when done.",
 		Annotations: &mcp.ToolAnnotations{Title: "Open a session", OpenWorldHint: &yes},
-	}, t.sessionOpen)
+	}, srv.Modes(), "the runtime of the session (one whose capabilities include repl)"), t.sessionOpen)
 	mcp.AddTool(ms, &mcp.Tool{
 		Name: "session_run",
 		Description: "Run code in an open session; state from earlier calls is kept. Returns stdout, stderr and errors (a raised exception is reported with isError), " +

@@ -107,41 +107,72 @@ func withRuntime[T any](ctx context.Context, sup *client.Supervisor, call func(*
 }
 
 // OpenModes connects to each mode's runtime and checks that it can run
-// here. With no modes it detects the first available runtime in
-// DetectOrder. The errors name the mode and the reason, e.g.
+// here. With no modes it enables every runtime of DetectOrder that is
+// available (DetectModes). The errors name the mode and the reason, e.g.
 // "mode=golang but 'go' not found in PATH".
 func OpenModes(ctx context.Context, open Opener, modes []string) ([]string, map[string]*client.Runtime, map[string]*core.Info, error) {
+	if len(modes) == 0 {
+		d, err := DetectModes(ctx, open, DetectOrder)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return d.Modes, d.Runtimes, d.Infos, nil
+	}
 	rts := map[string]*client.Runtime{}
 	infos := map[string]*core.Info{}
-	closeAll := func() {
-		for _, rt := range rts {
-			rt.Close()
-		}
-	}
-	if len(modes) == 0 {
-		var reasons []string
-		for _, m := range DetectOrder {
-			rt, info, err := probe(ctx, open, m)
-			if err != nil {
-				reasons = append(reasons, fmt.Sprintf("%s: %v", m, err))
-				continue
-			}
-			rts[m], infos[m] = rt, info
-			return []string{m}, rts, infos, nil
-		}
-		return nil, nil, nil, fmt.Errorf("no runtime found (tried %s):\n  %s",
-			strings.Join(DetectOrder, ", "), strings.Join(reasons, "\n  "))
-	}
 	for _, m := range modes {
 		rt, info, err := probe(ctx, open, m)
 		if err != nil {
-			closeAll()
+			for _, rt := range rts {
+				rt.Close()
+			}
 			return nil, nil, nil, fmt.Errorf("mode=%s but %w", m, err)
 		}
 		rts[m], infos[m] = rt, info
 	}
 	return modes, rts, infos, nil
 }
+
+// Detected is what DetectModes found: the runtimes that can run here, in
+// the order tried (the first is the default), and why each other one
+// cannot.
+type Detected struct {
+	Modes    []string
+	Runtimes map[string]*client.Runtime
+	Infos    map[string]*core.Info
+	// Skipped maps a candidate that cannot run here to the reason.
+	Skipped map[string]string
+}
+
+// DetectModes opens every candidate (canonical names, in priority order:
+// DetectOrder first, so python stays the default where it is installed)
+// and keeps each that is available here. A server enables every runtime
+// the host can run unless told otherwise (issue #27): an agent offered
+// "shell" must not be told it is not enabled. Only when none can run is
+// it an error, listing every reason.
+func DetectModes(ctx context.Context, open Opener, candidates []string) (*Detected, error) {
+	d := &Detected{Runtimes: map[string]*client.Runtime{}, Infos: map[string]*core.Info{}, Skipped: map[string]string{}}
+	var reasons []string
+	for _, m := range candidates {
+		rt, info, err := probe(ctx, open, m)
+		if err != nil {
+			d.Skipped[m] = err.Error()
+			reasons = append(reasons, fmt.Sprintf("%s: %v", m, err))
+			continue
+		}
+		d.Modes = append(d.Modes, m)
+		d.Runtimes[m], d.Infos[m] = rt, info
+	}
+	if len(d.Modes) == 0 {
+		return nil, fmt.Errorf("no runtime found (tried %s):\n  %s",
+			strings.Join(candidates, ", "), strings.Join(reasons, "\n  "))
+	}
+	return d, nil
+}
+
+// Modes are the enabled runtimes, the default first: what /health,
+// list_runtimes and the MCP tools' descriptions name.
+func (s *Server) Modes() []string { return append([]string(nil), s.cfg.Modes...) }
 
 func probe(ctx context.Context, open Opener, name string) (*client.Runtime, *core.Info, error) {
 	rt, err := open(ctx, name)

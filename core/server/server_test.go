@@ -497,7 +497,7 @@ func TestOpenModesErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "tried python, golang, node, shell") || !strings.Contains(err.Error(), "shell: no plugin for shell") {
 		t.Errorf("auto-detect: %v", err)
 	}
-	// Detection stops at the first available runtime, in order.
+	// Detection enables every available runtime, in order.
 	f := &fakeRuntime{name: "x"}
 	var tried []string
 	good := fakeOpener(t, f, nil)
@@ -509,7 +509,7 @@ func TestOpenModesErrors(t *testing.T) {
 		return nil, fmt.Errorf("absent")
 	}
 	modes, rts, _, err := server.OpenModes(context.Background(), open2, nil)
-	if err != nil || mustJSON(modes) != `["node"]` || mustJSON(tried) != `["python","golang","node"]` {
+	if err != nil || mustJSON(modes) != `["node","shell"]` || mustJSON(tried) != `["python","golang","node","shell"]` {
 		t.Errorf("detected %v after trying %v: %v", modes, tried, err)
 	}
 	for _, rt := range rts {

@@ -238,6 +238,7 @@ func runOn(ctx context.Context, rt *client.Runtime, o *Options, prog core.Progra
 	if prog.Context != nil && rt.Name == "python" && (len(prog.Args) > 0 || prog.Stdin != nil || len(prog.Files) > 0 || o.Out != "") {
 		return cmdutil.Usagef("--context on python runs the code as a REPL cell, which takes no --arg, --stdin, --file or --out; drop them, or give the context as --file NAME=PATH and read that file instead")
 	}
+	warnUnsandboxed(ctx, rt, o, prog)
 	res, err := execute(ctx, rt, prog, o.bridges)
 	if ctx.Err() != nil {
 		return &cmdutil.ExitError{Code: cmdutil.ExitInterrupted, Err: errors.New("interrupted")}

@@ -211,13 +211,15 @@ func runExec(t *testing.T, stdin string, args ...string) (stdout, stderr string,
 }
 
 func TestRun(t *testing.T) {
-	out, errOut, code := runExec(t, "", "-r", "fakert", "-c", "exit 3", "--arg", "a1", "--env", "K=V", "--timeout", "2s")
+	// fakert declares no isolation level: --isolation none says running it
+	// unsandboxed is meant, so exec does not warn (thirdparty/unsandboxed).
+	out, errOut, code := runExec(t, "", "-r", "fakert", "--isolation", "none", "-c", "exit 3", "--arg", "a1", "--env", "K=V", "--timeout", "2s")
 	if out != "code=exit 3 stdin= args=a1 wall=2000\nenv K=V\n" || errOut != "warn\n" || code != 3 {
 		t.Errorf("got %q %q %d", out, errOut, code)
 	}
 
 	// A timeout is 124, and the reason follows the program's stderr.
-	_, errOut, code = runExec(t, "", "-r", "fakert", "-c", "timeout")
+	_, errOut, code = runExec(t, "", "-r", "fakert", "--isolation", "none", "-c", "timeout")
 	if code != cmdutil.ExitTimeout || errOut != "warn\nrlm: timed out after 1s\n" {
 		t.Errorf("timeout: %q %d", errOut, code)
 	}

@@ -48,6 +48,8 @@ type Options struct {
 	Limits               cmdutil.LimitFlags
 	// Model gives the sessions' llm_query a model (see model.go).
 	Model modelflags.SessionFlags
+	// AllowUnsandboxed: see config.Serve.AllowUnsandboxed.
+	AllowUnsandboxed []string
 
 	// Changed reports whether a flag was given.
 	Changed func(name string) bool
@@ -70,9 +72,15 @@ and MCP over streamable HTTP at /mcp (tools run_code, list_runtimes and
 session_*; see docs/mcp.md).
 
 The mode is a comma-separated list of runtimes (python, golang, node,
-shell); the first is the default and a request's "language" picks another.
-Without one, the first available of python, golang, node, shell is used.
-A mode that cannot run here stops the server at start.
+shell, or a plugin's name); the first is the default and a request's
+"language" picks another. Without one, every runtime this host can run is
+served (built-in ones and plugins on the plugin path), python first when
+it is installed; the others are logged with the reason. A mode that cannot
+run here stops the server at start.
+
+A runtime whose plugin can only run code unsandboxed (isolation none) is
+not served unless named in --allow-unsandboxed (or the server runs
+everything at --isolation none).
 
 Loopback addresses need no token. Any other address (0.0.0.0, a public IP,
 a host name) requires a token (RLM_TOKEN) and refuses to start without one,
@@ -123,6 +131,7 @@ func (o *Options) RegisterEngineFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&o.LogFormat, "log-format", "", "log format on stderr: text or json (default from config: text)")
 	o.Limits.Register(fl)
 	o.Model.Register(fl)
+	o.registerUnsandboxedFlag(fl)
 }
 
 // settings merges flags over the configuration (which already holds the
@@ -326,9 +335,8 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 	open := func(ctx context.Context, name string) (*client.Runtime, error) {
 		return client.Open(ctx, name, bopts)
 	}
-	modes := server.ParseModes(st.Mode)
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	modes, rts, _, err := server.OpenModes(startCtx, open, modes)
+	modes, rts, err := o.openEnabled(startCtx, open, st.Mode, o.allowedUnsandboxed(st.AllowUnsandboxed), limits.Isolation == "none", logger)
 	if err == nil {
 		if err = checkIsolation(startCtx, rts, limits); err != nil {
 			for _, rt := range rts {

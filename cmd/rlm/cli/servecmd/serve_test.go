@@ -3,6 +3,7 @@ package servecmd
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -31,8 +32,8 @@ func TestFlagsOverConfig(t *testing.T) {
 	}
 	want := config.Serve{Addr: "127.0.0.1:9", Mode: "python,shell", MaxConcurrent: 3, Queue: 0,
 		QueueWait: config.Duration(2 * time.Second), BodyLimit: 1 << 20, MaxTimeout: config.Duration(time.Minute),
-		Token: "t", SessionIdle: config.Duration(time.Minute), MaxSessions: 5, Grace: config.Duration(time.Second), LogFormat: "json", Isolation: "auto"}
-	if s != want || b != "native" {
+		Token: "t", AllowUnsandboxed: []string{}, SessionIdle: config.Duration(time.Minute), MaxSessions: 5, Grace: config.Duration(time.Second), LogFormat: "json", Isolation: "auto"}
+	if !reflect.DeepEqual(s, want) || b != "native" {
 		t.Errorf("got %+v %s\nwant %+v", s, b, want)
 	}
 }
