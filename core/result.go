@@ -44,6 +44,15 @@ type Result struct {
 	// another statement or a semicolon, the value is None, and for
 	// programs.
 	Value *string `json:"value,omitempty"`
+	// Compile is the compile step of a compiled language's program (c,
+	// cpp, java, rust), reported apart from the run so a judge can tell a
+	// compile error or compile timeout from a runtime one; nil for
+	// interpreters. When it failed the program did not run and the
+	// Result repeats its ending, exit code and stderr.
+	Compile *Result `json:"compile,omitempty"`
+	// Cached marks a Compile served from the compile cache: no compiler
+	// ran for this request.
+	Cached bool `json:"cached,omitempty"`
 
 	// Duration is DurationMs at full resolution (not in JSON).
 	Duration time.Duration `json:"-"`

@@ -49,6 +49,10 @@ func ResultFromProto(r *Result) *core.Result {
 	res.TimedOut = res.EndedBy == ending.Timeout
 	res.Truncated = res.StdoutOmitted > 0 || res.StderrOmitted > 0
 	res.Files = FilesFromProto(r.GetFiles())
+	res.Cached = r.GetCached()
+	if r.GetCompile() != nil {
+		res.Compile = ResultFromProto(r.GetCompile())
+	}
 	return res
 }
 
@@ -85,6 +89,8 @@ func ResultProto(r *core.Result) *Result {
 		InstallMs:       r.InstallMs,
 		InstallCached:   r.InstallCached,
 		Value:           r.Value,
+		Compile:         ResultProto(r.Compile),
+		Cached:          r.Cached,
 	}
 }
 
