@@ -35,8 +35,7 @@ func TestConcurrentIdenticalSourcesCompileOnce(t *testing.T) {
 	}
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 
-	lang := *C
-	srv := native.New(lang.Runtime())
+	srv := native.New(C.Runtime())
 	prog := core.Program{
 		Code:   "#include <stdio.h>\nint main(void) { puts(\"same\"); return 0; }\n",
 		Limits: core.Limits{Isolation: "none"},

@@ -200,7 +200,6 @@ func (l *Lang) key(t toolpath.Tool, p core.Program) string {
 // compile is the Runtime's Compile: a cache hit, or one compilation in the
 // program's sandbox.
 func (l *Lang) compile(ctx context.Context, b native.Build) (*core.Result, string, error) {
-	l.cache.Dir = l.cacheDir()
 	key := l.key(b.Tool, b.Program)
 	if dir, ok := l.cache.Lookup(key); ok {
 		return &core.Result{EndedBy: ending.Exit, Cached: true}, dir, nil
@@ -269,6 +268,7 @@ func (l *Lang) build(ctx context.Context, b native.Build) (*core.Result, string,
 
 // Runtime describes the language for core/plugin/native.
 func (l *Lang) Runtime() *native.Runtime {
+	l.cache.Dir = l.cacheDir()
 	return &native.Runtime{
 		Name: l.Name, Language: l.Language, Ext: l.Ext, CodeFile: l.CodeFile, Tool: l.Tool,
 		Probe: l.Probe,
