@@ -75,14 +75,7 @@ type Lang struct {
 }
 
 // versionProbe reports the first line of `exe --version`.
-func versionProbe(path string) (toolpath.Tool, error) {
-	out, err := exec.Command(path, "--version").CombinedOutput()
-	if err != nil {
-		return toolpath.Tool{}, fmt.Errorf("%s --version: %v: %s", path, err, strings.TrimSpace(string(out)))
-	}
-	v, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	return toolpath.Tool{Exe: path, Version: v}, nil
-}
+var versionProbe = toolpath.VersionLine("--version")
 
 // binary runs a native executable named main.
 func binary(_ toolpath.Tool, dir string, args []string) []string {
