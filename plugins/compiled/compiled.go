@@ -198,14 +198,16 @@ func (l *Lang) compile(ctx context.Context, b native.Build) (*core.Result, strin
 		return &core.Result{EndedBy: ending.Exit, Cached: true}, dir, nil
 	}
 	res, dir, err := l.cache.Do(key, func() (*core.Result, string, error) { return l.build(ctx, b) })
-	if err != nil || dir == "" {
+	if err != nil || res == nil {
 		return res, dir, err
 	}
-	if res.Cached {
-		return res, dir, nil
-	}
-	// Waiters share the leader's result: give each its own copy.
+	// Waiters share the leader's result: give each its own copy, which
+	// the host may change (a failed compile is the run's result).
 	c := *res
+	if res.Compile != nil {
+		cc := *res.Compile
+		c.Compile = &cc
+	}
 	return &c, dir, nil
 }
 
