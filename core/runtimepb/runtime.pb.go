@@ -780,7 +780,7 @@ type Result struct {
 	// java, rust), reported apart from the run; unset for interpreters.
 	Compile *Result `protobuf:"bytes,22,opt,name=compile,proto3" json:"compile,omitempty"`
 	// cached is set on a compile result served from the compile cache: no
-	// compiler ran for this request.
+	// compiler ran for this request (only in compile).
 	Cached        bool `protobuf:"varint,23,opt,name=cached,proto3" json:"cached,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -27,7 +27,7 @@ type Cache struct {
 
 type call struct {
 	done     chan struct{}
-	res      *core.Result
+	res      *core.CompileResult
 	artifact string
 	err      error
 }
@@ -69,7 +69,7 @@ func (c *Cache) Lookup(key string) (string, bool) {
 // is, in which case it waits for that one and shares its outcome (a
 // compile error included: the same source fails the same way). build
 // returns the directory it built in; on success Do moves it into the cache.
-func (c *Cache) Do(key string, build func() (res *core.Result, dir string, err error)) (*core.Result, string, error) {
+func (c *Cache) Do(key string, build func() (res *core.CompileResult, dir string, err error)) (*core.CompileResult, string, error) {
 	c.mu.Lock()
 	if c.flight == nil {
 		c.flight = map[string]*call{}

@@ -192,30 +192,26 @@ func (l *Lang) key(t toolpath.Tool, p core.Program) string {
 
 // compile is the Runtime's Compile: a cache hit, or one compilation in the
 // program's sandbox.
-func (l *Lang) compile(ctx context.Context, b native.Build) (*core.Result, string, error) {
+func (l *Lang) compile(ctx context.Context, b native.Build) (*core.CompileResult, string, error) {
 	key := l.key(b.Tool, b.Program)
 	if dir, ok := l.cache.Lookup(key); ok {
-		return &core.Result{EndedBy: ending.Exit, Cached: true}, dir, nil
+		return &core.CompileResult{EndedBy: ending.Exit, Cached: true}, dir, nil
 	}
-	res, dir, err := l.cache.Do(key, func() (*core.Result, string, error) { return l.build(ctx, b) })
+	res, dir, err := l.cache.Do(key, func() (*core.CompileResult, string, error) { return l.build(ctx, b) })
 	if err != nil || res == nil {
 		return res, dir, err
 	}
 	// Waiters share the leader's result: give each its own copy, which
-	// the host may change (a failed compile is the run's result).
+	// the host may change.
 	c := *res
-	if res.Compile != nil {
-		cc := *res.Compile
-		c.Compile = &cc
-	}
 	return &c, dir, nil
 }
 
 // build runs the compiler in the workspace. It returns the directory of
-// the output, or "" and the failed run as the program's result.
-func (l *Lang) build(ctx context.Context, b native.Build) (*core.Result, string, error) {
+// the output, or "" when the compile failed.
+func (l *Lang) build(ctx context.Context, b native.Build) (*core.CompileResult, string, error) {
 	if dir, ok := l.cache.Lookup(l.key(b.Tool, b.Program)); ok {
-		return &core.Result{EndedBy: ending.Exit, Cached: true}, dir, nil
+		return &core.CompileResult{EndedBy: ending.Exit, Cached: true}, dir, nil
 	}
 	out := filepath.Join(b.WS.Dir, buildDir)
 	if err := os.Mkdir(out, 0o777); err != nil {
@@ -246,8 +242,8 @@ func (l *Lang) build(ctx context.Context, b native.Build) (*core.Result, string,
 	}
 	if res.EndedBy == ending.Exit && res.ExitCode == 0 {
 		// The caller stores out in the cache; the workspace must not
-		// show it as produced files, so it is removed after (cleanup).
-		return res, out, nil
+		// show it as produced files, so it is removed after (Runtime).
+		return core.CompileOf(res), out, nil
 	}
 	os.RemoveAll(out)
 	switch res.EndedBy {
@@ -256,9 +252,7 @@ func (l *Lang) build(ctx context.Context, b native.Build) (*core.Result, string,
 	default:
 		res.Error = "compilation failed"
 	}
-	c := *res
-	res.Compile = &c
-	return res, "", nil
+	return core.CompileOf(res), "", nil
 }
 
 // Runtime describes the language for core/plugin/native.
@@ -267,7 +261,7 @@ func (l *Lang) Runtime() *native.Runtime {
 	return &native.Runtime{
 		Name: l.Name, Language: l.Language, Ext: l.Ext, CodeFile: l.CodeFile, Tool: l.Tool,
 		Probe: l.Probe,
-		Compile: func(ctx context.Context, b native.Build) (*core.Result, string, error) {
+		Compile: func(ctx context.Context, b native.Build) (*core.CompileResult, string, error) {
 			res, dir, err := l.compile(ctx, b)
 			os.RemoveAll(filepath.Join(b.WS.Dir, buildDir))
 			return res, dir, err

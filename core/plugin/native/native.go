@@ -56,11 +56,11 @@ type Runtime struct {
 	// non-nil result ends the run with it (a compile error, say).
 	Prepare func(ctx context.Context, t toolpath.Tool, ws *program.Workspace, p core.Program, env []string) (*core.Result, error)
 	// Compile, when set, builds the program after Prepare, inside the
-	// run's sandbox (see Build). Its Result is reported as Result.Compile;
-	// an empty artifact means the build failed and the Result, returned
-	// as is, ends the run. A non-empty artifact (a binary, a class
-	// directory) is shown read-only to the program's sandbox.
-	Compile func(ctx context.Context, b Build) (res *core.Result, artifact string, err error)
+	// run's sandbox (see Build). Its report is Result.Compile; an empty
+	// artifact means the build failed and ends the run (CompileResult.
+	// Failed). A non-empty artifact (a binary, a class directory) is shown
+	// read-only to the program's sandbox.
+	Compile func(ctx context.Context, b Build) (c *core.CompileResult, artifact string, err error)
 	// Spawner, when set, may return a faster way to start the program
 	// than os/exec (python's fork server); nil means os/exec.
 	Spawner      func(t toolpath.Tool, p core.Program) program.Spawner
@@ -206,14 +206,18 @@ func (s *Server) Run(ctx context.Context, req core.Program) (*core.Result, error
 			return res, err
 		}
 	}
-	var compiled *core.Result
+	var compiled *core.CompileResult
 	if s.RT.Compile != nil {
-		res, artifact, err := s.RT.Compile(ctx, Build{Tool: t, WS: ws, Program: req, Sandbox: s.sandbox(), ReadOnly: ro})
-		if err != nil || artifact == "" {
+		c, artifact, err := s.RT.Compile(ctx, Build{Tool: t, WS: ws, Program: req, Sandbox: s.sandbox(), ReadOnly: ro})
+		if err != nil {
 			ws.Remove()
-			return res, err
+			return nil, err
 		}
-		compiled = res
+		if artifact == "" {
+			ws.Remove()
+			return c.Failed(), nil
+		}
+		compiled = c
 		ro = append(ro, artifact)
 	}
 	argv := ToolArgv(t, ws, req)
