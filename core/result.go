@@ -44,9 +44,58 @@ type Result struct {
 	// another statement or a semicolon, the value is None, and for
 	// programs.
 	Value *string `json:"value,omitempty"`
+	// Compile is the compile step of a compiled language's program (c,
+	// cpp, java, rust), reported apart from the run so a judge can tell a
+	// compile error or compile timeout from a runtime one; nil for
+	// interpreters. When it failed the program did not run and the
+	// Result repeats its ending, exit code and stderr.
+	Compile *CompileResult `json:"compile,omitempty"`
 
 	// Duration is DurationMs at full resolution (not in JSON).
 	Duration time.Duration `json:"-"`
+}
+
+// CompileResult is how a compile step ended: the part of a Result a
+// compiler's run has. It is its own type, not a Result, because a Result
+// holding a Result is a cycle JSON Schema (the MCP tools' output schemas)
+// cannot describe.
+type CompileResult struct {
+	Stdout          string        `json:"stdout"`
+	Stderr          string        `json:"stderr"`
+	ExitCode        int           `json:"exit_code"`
+	Signal          string        `json:"signal,omitempty"`
+	Error           string        `json:"error,omitempty"`
+	DurationMs      int64         `json:"duration_ms"`
+	EndedBy         ending.Reason `json:"ended_by"`
+	MemoryUsedBytes int64         `json:"memory_used_bytes,omitempty"`
+	// Cached marks a compile served from the compile cache: no compiler
+	// ran for this request.
+	Cached bool `json:"cached,omitempty"`
+	// Duration is DurationMs at full resolution (not in JSON).
+	Duration time.Duration `json:"-"`
+}
+
+// CompileOf is the compile step as the compiler's run r reports it.
+func CompileOf(r *Result) *CompileResult {
+	ms := r.DurationMs
+	if ms == 0 {
+		ms = r.Duration.Milliseconds()
+	}
+	return &CompileResult{
+		Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error,
+		DurationMs: ms, EndedBy: r.EndedBy, MemoryUsedBytes: r.MemoryUsedBytes, Duration: r.Duration,
+	}
+}
+
+// Failed is the result of a program whose compile step c failed: it never
+// ran, so the result is the compiler's (its stderr, status and ending,
+// which rlm exec shows and exits with), and Compile is c.
+func (c *CompileResult) Failed() *Result {
+	return &Result{
+		Stdout: c.Stdout, Stderr: c.Stderr, ExitCode: c.ExitCode, Signal: c.Signal, Error: c.Error,
+		DurationMs: c.DurationMs, Duration: c.Duration, EndedBy: c.EndedBy, TimedOut: c.EndedBy == ending.Timeout,
+		MemoryUsedBytes: c.MemoryUsedBytes, Compile: c,
+	}
 }
 
 // File is a file given to a program or cell, or one it produced. Data is

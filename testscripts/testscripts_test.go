@@ -20,6 +20,7 @@ import (
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/root"
 	"github.com/rlmkit/rlm/examples/gen"
+	"github.com/rlmkit/rlm/plugins/compiled"
 	"github.com/rlmkit/rlm/plugins/golang"
 	"github.com/rlmkit/rlm/plugins/node"
 	"github.com/rlmkit/rlm/plugins/pyodide"
@@ -37,6 +38,10 @@ var commands = map[string]func(){
 	"rlm-plugin-shell":   shell.Main,
 	"rlm-plugin-pyodide": pyodide.Main,
 	"rlm-gen-examples":   gen.Main,
+	"rlm-plugin-c":       func() { compiled.Main(compiled.C) },
+	"rlm-plugin-cpp":     func() { compiled.Main(compiled.CPP) },
+	"rlm-plugin-java":    func() { compiled.Main(compiled.Java) },
+	"rlm-plugin-rust":    func() { compiled.Main(compiled.Rust) },
 }
 
 var sharedCache string

@@ -775,7 +775,13 @@ type Result struct {
 	// Jupyter shows it), capped like output (head and tail kept). Unset when
 	// the cell ends in any other statement, the value is None, or for
 	// programs.
-	Value         *string `protobuf:"bytes,21,opt,name=value,proto3,oneof" json:"value,omitempty"`
+	Value *string `protobuf:"bytes,21,opt,name=value,proto3,oneof" json:"value,omitempty"`
+	// compile is the compile step of a compiled language's program (c, cpp,
+	// java, rust), reported apart from the run; unset for interpreters.
+	Compile *Result `protobuf:"bytes,22,opt,name=compile,proto3" json:"compile,omitempty"`
+	// cached is set on a compile result served from the compile cache: no
+	// compiler ran for this request (only in compile).
+	Cached        bool `protobuf:"varint,23,opt,name=cached,proto3" json:"cached,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -955,6 +961,20 @@ func (x *Result) GetValue() string {
 		return *x.Value
 	}
 	return ""
+}
+
+func (x *Result) GetCompile() *Result {
+	if x != nil {
+		return x.Compile
+	}
+	return nil
+}
+
+func (x *Result) GetCached() bool {
+	if x != nil {
+		return x.Cached
+	}
+	return false
 }
 
 type CheckRequest struct {
@@ -2085,7 +2105,7 @@ const file_runtime_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"1\n" +
 	"\aContext\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x12\n" +
-	"\x04kind\x18\x02 \x01(\tR\x04kind\"\xd2\x05\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\"\x9c\x06\n" +
 	"\x06Result\x12\x16\n" +
 	"\x06stdout\x18\x01 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x02 \x01(\fR\x06stderr\x12%\n" +
@@ -2112,7 +2132,9 @@ const file_runtime_proto_rawDesc = "" +
 	"\n" +
 	"install_ms\x18\x13 \x01(\x03R\tinstallMs\x12%\n" +
 	"\x0einstall_cached\x18\x14 \x01(\bR\rinstallCached\x12\x19\n" +
-	"\x05value\x18\x15 \x01(\tH\x00R\x05value\x88\x01\x01B\b\n" +
+	"\x05value\x18\x15 \x01(\tH\x00R\x05value\x88\x01\x01\x120\n" +
+	"\acompile\x18\x16 \x01(\v2\x16.rlm.runtime.v1.ResultR\acompile\x12\x16\n" +
+	"\x06cached\x18\x17 \x01(\bR\x06cachedB\b\n" +
 	"\x06_value\"<\n" +
 	"\fCheckRequest\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\fR\x04code\x12\x18\n" +
@@ -2261,36 +2283,37 @@ var file_runtime_proto_depIdxs = []int32{
 	7,  // 4: rlm.runtime.v1.RunRequest.context:type_name -> rlm.runtime.v1.Context
 	0,  // 5: rlm.runtime.v1.Result.ended_by:type_name -> rlm.runtime.v1.EndedBy
 	4,  // 6: rlm.runtime.v1.Result.files:type_name -> rlm.runtime.v1.File
-	12, // 7: rlm.runtime.v1.SessionRequest.open:type_name -> rlm.runtime.v1.OpenSession
-	13, // 8: rlm.runtime.v1.SessionRequest.execute:type_name -> rlm.runtime.v1.Execute
-	14, // 9: rlm.runtime.v1.SessionRequest.get_variable:type_name -> rlm.runtime.v1.GetVariable
-	15, // 10: rlm.runtime.v1.SessionRequest.cancel:type_name -> rlm.runtime.v1.Cancel
-	17, // 11: rlm.runtime.v1.SessionRequest.callback_reply:type_name -> rlm.runtime.v1.CallbackReply
-	16, // 12: rlm.runtime.v1.SessionRequest.close:type_name -> rlm.runtime.v1.Close
-	7,  // 13: rlm.runtime.v1.OpenSession.context:type_name -> rlm.runtime.v1.Context
-	3,  // 14: rlm.runtime.v1.OpenSession.limits:type_name -> rlm.runtime.v1.Limits
-	25, // 15: rlm.runtime.v1.OpenSession.env:type_name -> rlm.runtime.v1.OpenSession.EnvEntry
-	5,  // 16: rlm.runtime.v1.OpenSession.install:type_name -> rlm.runtime.v1.InstallOptions
-	4,  // 17: rlm.runtime.v1.Execute.files:type_name -> rlm.runtime.v1.File
-	19, // 18: rlm.runtime.v1.SessionResponse.opened:type_name -> rlm.runtime.v1.Opened
-	20, // 19: rlm.runtime.v1.SessionResponse.result:type_name -> rlm.runtime.v1.CellResult
-	21, // 20: rlm.runtime.v1.SessionResponse.variable:type_name -> rlm.runtime.v1.Variable
-	22, // 21: rlm.runtime.v1.SessionResponse.callback:type_name -> rlm.runtime.v1.Callback
-	23, // 22: rlm.runtime.v1.SessionResponse.error:type_name -> rlm.runtime.v1.SessionError
-	8,  // 23: rlm.runtime.v1.CellResult.result:type_name -> rlm.runtime.v1.Result
-	1,  // 24: rlm.runtime.v1.Runtime.Info:input_type -> rlm.runtime.v1.InfoRequest
-	6,  // 25: rlm.runtime.v1.Runtime.Run:input_type -> rlm.runtime.v1.RunRequest
-	9,  // 26: rlm.runtime.v1.Runtime.Check:input_type -> rlm.runtime.v1.CheckRequest
-	11, // 27: rlm.runtime.v1.Runtime.Session:input_type -> rlm.runtime.v1.SessionRequest
-	2,  // 28: rlm.runtime.v1.Runtime.Info:output_type -> rlm.runtime.v1.InfoResponse
-	8,  // 29: rlm.runtime.v1.Runtime.Run:output_type -> rlm.runtime.v1.Result
-	10, // 30: rlm.runtime.v1.Runtime.Check:output_type -> rlm.runtime.v1.CheckResponse
-	18, // 31: rlm.runtime.v1.Runtime.Session:output_type -> rlm.runtime.v1.SessionResponse
-	28, // [28:32] is the sub-list for method output_type
-	24, // [24:28] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	8,  // 7: rlm.runtime.v1.Result.compile:type_name -> rlm.runtime.v1.Result
+	12, // 8: rlm.runtime.v1.SessionRequest.open:type_name -> rlm.runtime.v1.OpenSession
+	13, // 9: rlm.runtime.v1.SessionRequest.execute:type_name -> rlm.runtime.v1.Execute
+	14, // 10: rlm.runtime.v1.SessionRequest.get_variable:type_name -> rlm.runtime.v1.GetVariable
+	15, // 11: rlm.runtime.v1.SessionRequest.cancel:type_name -> rlm.runtime.v1.Cancel
+	17, // 12: rlm.runtime.v1.SessionRequest.callback_reply:type_name -> rlm.runtime.v1.CallbackReply
+	16, // 13: rlm.runtime.v1.SessionRequest.close:type_name -> rlm.runtime.v1.Close
+	7,  // 14: rlm.runtime.v1.OpenSession.context:type_name -> rlm.runtime.v1.Context
+	3,  // 15: rlm.runtime.v1.OpenSession.limits:type_name -> rlm.runtime.v1.Limits
+	25, // 16: rlm.runtime.v1.OpenSession.env:type_name -> rlm.runtime.v1.OpenSession.EnvEntry
+	5,  // 17: rlm.runtime.v1.OpenSession.install:type_name -> rlm.runtime.v1.InstallOptions
+	4,  // 18: rlm.runtime.v1.Execute.files:type_name -> rlm.runtime.v1.File
+	19, // 19: rlm.runtime.v1.SessionResponse.opened:type_name -> rlm.runtime.v1.Opened
+	20, // 20: rlm.runtime.v1.SessionResponse.result:type_name -> rlm.runtime.v1.CellResult
+	21, // 21: rlm.runtime.v1.SessionResponse.variable:type_name -> rlm.runtime.v1.Variable
+	22, // 22: rlm.runtime.v1.SessionResponse.callback:type_name -> rlm.runtime.v1.Callback
+	23, // 23: rlm.runtime.v1.SessionResponse.error:type_name -> rlm.runtime.v1.SessionError
+	8,  // 24: rlm.runtime.v1.CellResult.result:type_name -> rlm.runtime.v1.Result
+	1,  // 25: rlm.runtime.v1.Runtime.Info:input_type -> rlm.runtime.v1.InfoRequest
+	6,  // 26: rlm.runtime.v1.Runtime.Run:input_type -> rlm.runtime.v1.RunRequest
+	9,  // 27: rlm.runtime.v1.Runtime.Check:input_type -> rlm.runtime.v1.CheckRequest
+	11, // 28: rlm.runtime.v1.Runtime.Session:input_type -> rlm.runtime.v1.SessionRequest
+	2,  // 29: rlm.runtime.v1.Runtime.Info:output_type -> rlm.runtime.v1.InfoResponse
+	8,  // 30: rlm.runtime.v1.Runtime.Run:output_type -> rlm.runtime.v1.Result
+	10, // 31: rlm.runtime.v1.Runtime.Check:output_type -> rlm.runtime.v1.CheckResponse
+	18, // 32: rlm.runtime.v1.Runtime.Session:output_type -> rlm.runtime.v1.SessionResponse
+	29, // [29:33] is the sub-list for method output_type
+	25, // [25:29] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_runtime_proto_init() }

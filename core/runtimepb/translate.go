@@ -49,6 +49,10 @@ func ResultFromProto(r *Result) *core.Result {
 	res.TimedOut = res.EndedBy == ending.Timeout
 	res.Truncated = res.StdoutOmitted > 0 || res.StderrOmitted > 0
 	res.Files = FilesFromProto(r.GetFiles())
+	if c := r.GetCompile(); c != nil {
+		res.Compile = core.CompileOf(ResultFromProto(c))
+		res.Compile.Cached = c.GetCached()
+	}
 	return res
 }
 
@@ -85,6 +89,19 @@ func ResultProto(r *core.Result) *Result {
 		InstallMs:       r.InstallMs,
 		InstallCached:   r.InstallCached,
 		Value:           r.Value,
+		Compile:         compileProto(r.Compile),
+	}
+}
+
+// compileProto carries a compile step as a wire Result.
+func compileProto(c *core.CompileResult) *Result {
+	if c == nil {
+		return nil
+	}
+	return &Result{
+		Stdout: []byte(c.Stdout), Stderr: []byte(c.Stderr), ExitCode: int32(c.ExitCode), Signal: c.Signal,
+		Error: c.Error, DurationMs: c.DurationMs, DurationUs: c.Duration.Microseconds(),
+		EndedBy: EndedByProto(c.EndedBy), MemoryUsedBytes: c.MemoryUsedBytes, Cached: c.Cached,
 	}
 }
 

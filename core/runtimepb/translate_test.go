@@ -87,6 +87,7 @@ func TestResultRoundTrip(t *testing.T) {
 	for i := range r.Files {
 		r.Files[i].Mode = 0o600
 	}
+	r.Compile.EndedBy = ending.Exit
 	got := ResultFromProto(ResultProto(&r))
 	want := r
 	want.StdoutBase64 = core.Base64IfBinary([]byte(r.Stdout))

@@ -34,6 +34,11 @@ func ReadOnlyPaths(t toolpath.Tool, extra ...string) []string {
 	}
 	add(t.Extra["prefix"])
 	add(t.Extra["goroot"])
+	// readonly: more directories the tool reads, colon-separated (a JDK's
+	// configuration under /etc, which its conf/ links to).
+	for _, p := range filepath.SplitList(t.Extra["readonly"]) {
+		add(p)
+	}
 	if real, err := filepath.EvalSymlinks(t.Exe); err == nil {
 		// <prefix>/bin/<exe>: the prefix holds the interpreter's libraries.
 		add(filepath.Dir(filepath.Dir(real)))

@@ -56,6 +56,12 @@ type Runtime struct {
 	// Prepare runs before the program (compile, install requirements). A
 	// non-nil result ends the run with it (a compile error, say).
 	Prepare func(ctx context.Context, t toolpath.Tool, ws *program.Workspace, p core.Program, env []string) (*core.Result, error)
+	// Compile, when set, builds the program after Prepare, inside the
+	// run's sandbox (see Build). Its report is Result.Compile; an empty
+	// artifact means the build failed and ends the run (CompileResult.
+	// Failed). A non-empty artifact (a binary, a class directory) is shown
+	// read-only to the program's sandbox.
+	Compile func(ctx context.Context, b Build) (c *core.CompileResult, artifact string, err error)
 	// Spawner, when set, may return a faster way to start the program
 	// than os/exec (python's fork server); nil means os/exec.
 	Spawner      func(t toolpath.Tool, p core.Program) program.Spawner
@@ -201,6 +207,20 @@ func (s *Server) Run(ctx context.Context, req core.Program) (*core.Result, error
 			return res, err
 		}
 	}
+	var compiled *core.CompileResult
+	if s.RT.Compile != nil {
+		c, artifact, err := s.RT.Compile(ctx, Build{Tool: t, WS: ws, Program: req, Sandbox: s.sandbox(), ReadOnly: ro})
+		if err != nil {
+			ws.Remove()
+			return nil, err
+		}
+		if artifact == "" {
+			ws.Remove()
+			return c.Failed(), nil
+		}
+		compiled = c
+		ro = append(ro, artifact)
+	}
 	argv := ToolArgv(t, ws, req)
 	if s.RT.Argv != nil {
 		argv = s.RT.Argv(t, ws, req)
@@ -236,8 +256,21 @@ func (s *Server) Run(ctx context.Context, req core.Program) (*core.Result, error
 	if inst != nil {
 		res.InstallMs, res.InstallCached = inst.Duration.Milliseconds(), inst.Cached
 	}
+	res.Compile = compiled
 	ws.Finish(res)
 	return res, nil
+}
+
+// Build is what a Runtime's Compile is given: the program, its workspace
+// (the compiler's working directory), and the Sandbox and read-only paths
+// the program itself would run with, so untrusted source is compiled at
+// the same isolation level as it runs.
+type Build struct {
+	Tool     toolpath.Tool
+	WS       *program.Workspace
+	Program  core.Program
+	Sandbox  Sandbox
+	ReadOnly []string
 }
 
 // Install installs reqs with the runtime's Installer for a program (Run)

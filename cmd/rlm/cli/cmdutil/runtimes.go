@@ -13,7 +13,7 @@ import (
 
 // BuiltinRuntimes are the runtimes rlm ships plugins for, in the order a
 // server tries them.
-var BuiltinRuntimes = []string{"python", "golang", "node", "shell"}
+var BuiltinRuntimes = []string{"python", "golang", "node", "shell", "c", "cpp", "java", "rust"}
 
 // UnknownRuntime is the usage error (exit 2) for err when it says that no
 // plugin answers to a name rlm does not ship (a typo, or a third-party

@@ -117,7 +117,7 @@ func TestRuntimesWithoutPluginRefused(t *testing.T) {
 		msg      string
 	}{
 		{[]string{"python"}, 0, ""},
-		{[]string{"python", "cobol"}, cmdutil.ExitUsage, `unknown runtime "cobol": use python, golang, node, shell, or install a plugin named rlm-plugin-cobol ('rlm plugins' lists those installed)`},
+		{[]string{"python", "cobol"}, cmdutil.ExitUsage, `unknown runtime "cobol": use python, golang, node, shell, c, cpp, java, rust, or install a plugin named rlm-plugin-cobol ('rlm plugins' lists those installed)`},
 		{[]string{"node"}, cmdutil.ExitNoRuntime, `no plugin for runtime "node"`},
 	} {
 		err := checkRuntimes(daemon.Config{Runtimes: tc.runtimes, Plugins: launch.SearchPath{dir}})

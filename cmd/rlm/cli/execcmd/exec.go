@@ -482,6 +482,7 @@ func (o *Options) requirements(p *core.Program) error {
 var extRuntimes = map[string]string{
 	".py": "python", ".js": "node", ".mjs": "node", ".cjs": "node",
 	".go": "golang", ".sh": "shell", ".bash": "shell",
+	".c": "c", ".cpp": "cpp", ".cc": "cpp", ".java": "java", ".rs": "rust",
 }
 
 // ready checks, before anything runs, what would otherwise surface as the

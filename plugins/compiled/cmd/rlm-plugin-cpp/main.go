@@ -1,0 +1,6 @@
+// Command rlm-plugin-cpp is the cpp runtime plugin for rlm (see plugins/compiled).
+package main
+
+import "github.com/rlmkit/rlm/plugins/compiled"
+
+func main() { compiled.Main(compiled.CPP) }
