@@ -24,6 +24,7 @@ import (
 	"github.com/rlmkit/rlm/core/server/sandboxfusion"
 	"github.com/rlmkit/rlm/internal/host/launch"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
+	"github.com/rlmkit/rlm/plugins/golang"
 	"github.com/rlmkit/rlm/plugins/python"
 	"github.com/rlmkit/rlm/plugins/shell"
 )
@@ -31,18 +32,21 @@ import (
 // TestMain doubles as the python and shell plugins, launched by the name
 // rlm launches the real ones by.
 func TestMain(m *testing.M) {
-	plugintest.Main(m, map[string]func(){"python": python.Main, "shell": shell.Main})
+	plugintest.Main(m, map[string]func(){"python": python.Main, "shell": shell.Main, "golang": golang.Main})
 }
 
 // serve starts rlm's server with python and shell over real plugins and
 // SandboxFusion's routes mounted, on 127.0.0.1.
-func serve(t *testing.T, slots int) string {
+func serve(t *testing.T, slots int, modes ...string) string {
 	t.Helper()
+	if modes == nil {
+		modes = []string{"python", "shell"}
+	}
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed")
 	}
 	dir := t.TempDir()
-	plugintest.LinkPlugins(t, dir, "python", "shell")
+	plugintest.LinkPlugins(t, dir, "python", "shell", "golang")
 	open := func(ctx context.Context, name string) (*client.Runtime, error) {
 		p, err := launch.Launch(filepath.Join(dir, runtimepb.Prefix+name))
 		if err != nil {
@@ -50,7 +54,7 @@ func serve(t *testing.T, slots int) string {
 		}
 		return client.NewRuntime(name, "native", p.Client, p.Kill, isolate.Available), nil
 	}
-	s, err := server.New(server.Config{Modes: []string{"python", "shell"}, Open: open, MaxConcurrent: slots,
+	s, err := server.New(server.Config{Modes: modes, Open: open, MaxConcurrent: slots,
 		Queue: 4, QueueWait: time.Second, MaxOutput: 32 << 20, MaxTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -328,5 +332,33 @@ func TestSustained(t *testing.T) {
 	}
 	if ok == 0 {
 		t.Fatal("no program ran")
+	}
+}
+
+// TestGoCompile: Go compiles and runs in one rlm run; a compile error
+// answers in compile_result (Finished, non-zero return_code, the
+// compiler's stderr) with run_result null, so verl scores it as a compile
+// error (-4), not a runtime error.
+func TestGoCompile(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go is not installed")
+	}
+	url := serve(t, 2, "python", "golang")
+	code, m, err := post(t, http.DefaultClient, url, `{"language": "go", "code": "package main\nimport \"fmt\"\nfunc main() { var s string; fmt.Scan(&s); fmt.Println(s + s) }", "stdin": "ab", "compile_timeout": 120, "run_timeout": 20}`)
+	if err != nil || code != 200 {
+		t.Fatalf("HTTP %d, %v", code, err)
+	}
+	rr, _ := m["run_result"].(map[string]any)
+	if m["status"] != "Success" || m["compile_result"] != nil || rr == nil || rr["stdout"] != "abab\n" {
+		t.Fatalf("a Go program: %v", m)
+	}
+	code, m, err = post(t, http.DefaultClient, url, `{"language": "go", "code": "package main\nfunc main() { undefined() }", "compile_timeout": 120, "run_timeout": 20}`)
+	if err != nil || code != 200 {
+		t.Fatalf("HTTP %d, %v", code, err)
+	}
+	cr, _ := m["compile_result"].(map[string]any)
+	if m["status"] != "Failed" || m["run_result"] != nil || cr == nil || cr["status"] != "Finished" || cr["return_code"] == 0.0 ||
+		!strings.Contains(cr["stderr"].(string), "undefined") {
+		t.Fatalf("a Go compile error: %v", m)
 	}
 }

@@ -97,7 +97,7 @@ func run(s *server.Server, r *http.Request, req *Request) (*Response, int, any) 
 	var ae *server.APIError
 	switch {
 	case err == nil:
-		return fromExecute(resp, req.FetchFiles), 0, nil
+		return fromExecute(resp, req.FetchFiles, lang.compiled), 0, nil
 	case errors.As(err, &ae) && (ae.Code == server.CodeQueueTimeout || ae.Code == server.CodeShuttingDown):
 		// Retried by the clients, unlike 503.
 		return nil, http.StatusGatewayTimeout, map[string]string{"detail": ae.Message}

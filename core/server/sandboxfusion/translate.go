@@ -42,6 +42,10 @@ var languages = map[string]language{
 var unsupported = []string{"go_test", "php", "csharp", "typescript", "sql", "lua", "R", "perl", "D_ut", "ruby",
 	"scala", "julia", "pytest", "junit", "kotlin_script", "jest", "verilog", "python_gpu", "lean", "swift", "racket", "cuda"}
 
+// compileFailed begins the error of a run that its runtime ended at the
+// compiler (plugins/golang).
+const compileFailed = "compilation failed"
+
 // defaultTimeout is SandboxFusion's compile_timeout and run_timeout default.
 const defaultTimeout = 10.0
 
@@ -106,7 +110,12 @@ func memoryBytes(req *Request) int64 {
 // Finished with a non-zero return_code (a signal as its negative number);
 // rlm's own failure is Error under a SandboxError. ended_by keeps rlm's
 // precise reason.
-func fromExecute(resp *server.ExecuteResponse, fetch []string) *Response {
+//
+// A compiled language's run that its runtime reports ended at the compiler
+// ("compilation failed", the golang plugin's error) answers in
+// compile_result, run_result null, as SandboxFusion does, so clients tell
+// a compile error from a runtime error; otherwise compile_result is null.
+func fromExecute(resp *server.ExecuteResponse, fetch []string, compiled bool) *Response {
 	r := &resp.Result
 	cmd := &CommandResult{
 		Status:        CommandFinished,
@@ -136,6 +145,9 @@ func fromExecute(resp *server.ExecuteResponse, fetch []string) *Response {
 		if code == 0 {
 			out.Status = StatusSuccess
 		}
+	}
+	if compiled && strings.HasPrefix(r.Error, compileFailed) && cmd.ReturnCode != nil {
+		out.CompileResult, out.RunResult = cmd, nil
 	}
 	if out.Status != StatusSuccess {
 		out.Message = resp.Error
