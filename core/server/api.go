@@ -40,6 +40,12 @@ func (s *Server) Execute(ctx context.Context, req *ExecuteRequest) (*ExecuteResp
 // execute is the body of POST /execute once the request is admitted and
 // read: it returns the language it resolved (for logs and metrics).
 func (s *Server) execute(ctx context.Context, req *ExecuteRequest) (string, *ExecuteResponse, *APIError) {
+	return s.executeWith(ctx, req, s.admit, nil)
+}
+
+// executeWith is execute taking its run slot with admit, so that a front
+// end may wait for a slot its own way (ExecuteWaiting).
+func (s *Server) executeWith(ctx context.Context, req *ExecuteRequest, admit func(context.Context) (func(), *APIError), adjust func(*core.Program)) (string, *ExecuteResponse, *APIError) {
 	lang, e := s.language(req.Language)
 	if e != nil {
 		return "", nil, e
@@ -48,7 +54,10 @@ func (s *Server) execute(ctx context.Context, req *ExecuteRequest) (string, *Exe
 	if e != nil {
 		return lang, nil, e
 	}
-	release, e := s.admit(ctx)
+	if adjust != nil {
+		adjust(&prog)
+	}
+	release, e := admit(ctx)
 	if e != nil {
 		return lang, nil, e
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/mcpserver"
 	"github.com/rlmkit/rlm/core/server"
+	"github.com/rlmkit/rlm/core/server/sandboxfusion"
 	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 	"github.com/rlmkit/rlm/internal/testutil"
 )
@@ -230,6 +231,7 @@ func TestOpenAPIMatchesHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Handle("/mcp", mcpserver.HTTPHandler(srv, mcpserver.Options{}))
+	sandboxfusion.Mount(srv)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		ts.Close()
@@ -278,7 +280,7 @@ func TestOpenAPIMatchesHandler(t *testing.T) {
 	// The paths rlm serve answers (core/server's routes and the MCP
 	// mount servecmd adds), each documented.
 	for _, path := range []string{"/execute", "/health", "/sessions", "/sessions/{id}/execute", "/sessions/{id}/interrupt", "/sessions/{id}/variables/{name}",
-		"/sessions/{id}", "/metrics", "/openapi.json", "/mcp"} {
+		"/sessions/{id}", "/metrics", "/openapi.json", "/mcp", "/run_code", "/v1/ping"} {
 		if _, ok := doc.Paths[path]; !ok {
 			t.Errorf("%s is served but not in docs/openapi.json", path)
 		}
@@ -291,6 +293,7 @@ func TestOpenAPIMatchesHandler(t *testing.T) {
 		"#/components/schemas/SessionRequest": `{}`,
 		"#/components/schemas/CellRequest":    `{"code": "echo hi"}`,
 		"#/components/schemas/MCPRequest":     `{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}`,
+		"#/components/schemas/RunCodeRequest": `{"code": "echo hi", "language": "bash"}`,
 	}
 	order := []string{"get", "post", "delete"} // delete the session last
 	checked := 0

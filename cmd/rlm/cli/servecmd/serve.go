@@ -22,6 +22,7 @@ import (
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/mcpserver"
 	"github.com/rlmkit/rlm/core/server"
+	"github.com/rlmkit/rlm/core/server/sandboxfusion"
 	"github.com/rlmkit/rlm/internal/version"
 )
 
@@ -387,6 +388,8 @@ func Run(ctx context.Context, o *Options) error {
 	defer srv.Close()
 	// MCP over streamable HTTP, behind the same token, slots and metrics.
 	srv.Handle("/mcp", mcpserver.HTTPHandler(srv, mcpserver.Options{Logger: logger}))
+	// SandboxFusion's POST /run_code and GET /v1/ping, on the same core.
+	sandboxfusion.Mount(srv)
 
 	ln, err := net.Listen("tcp", st.Addr)
 	if err != nil {

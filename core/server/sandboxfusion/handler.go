@@ -1,0 +1,127 @@
+package sandboxfusion
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rlmkit/rlm/core/server"
+)
+
+// slotWait is how long a request waits for a run slot before the 504
+// that SandboxFusion's clients retry. verl reads an answer for
+// compile_timeout + run_timeout + 10 s; the run itself takes at most the
+// first two, so waiting 8 s leaves the answer 2 s inside the client's
+// patience: it never sees a read timeout, which it would count as a
+// failed test.
+const slotWait = 8 * time.Second
+
+// Mount puts POST /run_code and GET /v1/ping on s, behind its token, body
+// limit, request log and metrics.
+func Mount(s *server.Server) {
+	s.Handle("/run_code", RunCode(s))
+	s.Handle("/v1/ping", http.HandlerFunc(ping))
+}
+
+// ping answers GET /v1/ping with the JSON string "pong", as SandboxFusion
+// does; clients call it to wait for the server.
+func ping(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET")
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed: use GET"})
+		return
+	}
+	writeJSON(w, http.StatusOK, "pong")
+}
+
+// RunCode is the handler of POST /run_code. Every verdict on the program
+// is HTTP 200; a request that does not fit the protocol is 422 (as
+// FastAPI answers it); overload is a 504 after waiting for a slot, never
+// a 429 or 503, since those clients count them as failed tests.
+func RunCode(s *server.Server) http.Handler {
+	pod, _ := os.Hostname()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed: use POST"})
+			return
+		}
+		var req Request
+		dec := json.NewDecoder(r.Body)
+		if err := dec.Decode(&req); err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"detail": fmt.Sprintf("the body is over the limit of %d bytes", mbe.Limit)})
+				return
+			}
+			writeJSON(w, http.StatusUnprocessableEntity, invalid("body", "the body is not a valid RunCodeRequest JSON object: "+err.Error()))
+			return
+		}
+		resp, status, body := run(s, r, &req)
+		if body != nil {
+			writeJSON(w, status, body)
+			return
+		}
+		resp.ExecutorPodName = pod
+		writeJSON(w, http.StatusOK, resp)
+	})
+}
+
+// run answers one decoded request: a Response, or an HTTP status and a
+// body for what is not a verdict.
+func run(s *server.Server, r *http.Request, req *Request) (*Response, int, any) {
+	name := req.Language
+	if name == "" {
+		name = "python"
+	}
+	lang, known := languages[name]
+	if !known {
+		if slices.Contains(unsupported, name) {
+			return sandboxError(fmt.Sprintf("language %q is not supported by rlm: it has no runtime for it", name)), 0, nil
+		}
+		return nil, http.StatusUnprocessableEntity, invalid("language", fmt.Sprintf("unknown language %q (rlm runs: %s)", name, strings.Join(knownNames(), ", ")))
+	}
+	if !s.Enabled(lang.runtime) {
+		return sandboxError(fmt.Sprintf("language %q needs the %s runtime, which is not enabled on this server: install %s", name, lang.runtime, lang.install)), 0, nil
+	}
+	ereq, verr := toExecute(req, lang)
+	if verr != nil {
+		return nil, http.StatusUnprocessableEntity, verr
+	}
+	resp, err := s.ExecuteWaiting(r.Context(), ereq, server.WaitOptions{Wait: slotWait, MemoryBytes: memoryBytes(req)})
+	var ae *server.APIError
+	switch {
+	case err == nil:
+		return fromExecute(resp, req.FetchFiles, lang.compiled), 0, nil
+	case errors.As(err, &ae) && (ae.Code == server.CodeQueueTimeout || ae.Code == server.CodeShuttingDown):
+		// Retried by the clients, unlike 503.
+		return nil, http.StatusGatewayTimeout, map[string]string{"detail": ae.Message}
+	case errors.As(err, &ae) && ae.Status == http.StatusBadRequest:
+		return nil, http.StatusUnprocessableEntity, invalid(strings.TrimPrefix(strings.SplitN(ae.Message, ":", 2)[0], "field "), ae.Message)
+	case errors.As(err, &ae) && ae.Status == 499:
+		return nil, 499, map[string]string{"detail": ae.Message}
+	}
+	out := sandboxError(err.Error())
+	out.RunResult = &CommandResult{Status: CommandError}
+	return out, 0, nil
+}
+
+func knownNames() []string {
+	names := make([]string, 0, len(languages))
+	for n := range languages {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

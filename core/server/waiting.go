@@ -1,0 +1,98 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/rlmkit/rlm/core"
+)
+
+// CodeQueueTimeout is the error code of a run that waited for a slot
+// until its deadline (ExecuteWaiting): HTTP 504, which the clients of
+// waiting front ends retry.
+const CodeQueueTimeout = "queue_timeout"
+
+// WaitOptions are how ExecuteWaiting differs from Execute.
+type WaitOptions struct {
+	// Wait is how long the request may wait for a run slot, however
+	// many others wait too; 0 means the server's queue wait.
+	Wait time.Duration
+	// MemoryBytes, when positive, lowers the program's memory limit
+	// (never raises it above the server's).
+	MemoryBytes int64
+}
+
+// ExecuteWaiting runs one program as Execute does (same validation,
+// slots, limits, runtimes and metrics) but never refuses it for load: when
+// every slot is taken it waits for one, without the queue's bound, up to
+// o.Wait, then fails with a 504-class *APIError (CodeQueueTimeout). It is
+// for front ends whose clients count a 429 or 503 as a verdict on the
+// program but retry a 504 (SandboxFusion's, core/server/sandboxfusion).
+func (s *Server) ExecuteWaiting(ctx context.Context, req *ExecuteRequest, o WaitOptions) (*ExecuteResponse, error) {
+	wait := o.Wait
+	if wait <= 0 {
+		wait = s.cfg.QueueWait
+	}
+	admit := func(ctx context.Context) (func(), *APIError) {
+		if s.draining.Load() {
+			return nil, &APIError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down", RetryAfter: 1}
+		}
+		release, err := s.limit.acquireWaiting(ctx, wait)
+		switch {
+		case err == errBusy:
+			s.metrics.rejected.Inc()
+			return nil, &APIError{Status: http.StatusGatewayTimeout, Code: CodeQueueTimeout,
+				Message: fmt.Sprintf("no run slot of %d freed within %s; retry", s.cfg.MaxConcurrent, wait)}
+		case err != nil:
+			return nil, clientGone()
+		}
+		return release, nil
+	}
+	var adjust func(*core.Program)
+	if o.MemoryBytes > 0 {
+		adjust = func(p *core.Program) {
+			if p.Limits.MemoryBytes <= 0 || o.MemoryBytes < p.Limits.MemoryBytes {
+				p.Limits.MemoryBytes = o.MemoryBytes
+			}
+		}
+	}
+	lang, resp, e := s.executeWith(ctx, req, admit, adjust)
+	if e != nil {
+		return nil, e
+	}
+	s.metrics.results.WithLabelValues(lang, resp.Status).Inc()
+	return resp, nil
+}
+
+// Enabled says whether runtime name (canonical, as Canonical gives) is
+// enabled on this server.
+func (s *Server) Enabled(name string) bool { return slices.Contains(s.cfg.Modes, name) }
+
+// acquireWaiting takes a slot, waiting up to wait however long the queue
+// is: errBusy when the wait ran out, ctx's error when the caller gave up.
+func (l *limiter) acquireWaiting(ctx context.Context, wait time.Duration) (func(), error) {
+	select {
+	case l.slots <- struct{}{}:
+		return l.took(), nil
+	default:
+	}
+	l.waiting.Add(1)
+	l.changed()
+	defer func() {
+		l.waiting.Add(-1)
+		l.changed()
+	}()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case l.slots <- struct{}{}:
+		return l.took(), nil
+	case <-t.C:
+		return nil, errBusy
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
