@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlmkit/rlm/core"
+
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/server"
 )
@@ -146,7 +148,16 @@ func fromExecute(resp *server.ExecuteResponse, fetch []string, compiled bool) *R
 			out.Status = StatusSuccess
 		}
 	}
-	if compiled && strings.HasPrefix(r.Error, compileFailed) && cmd.ReturnCode != nil {
+	switch {
+	case r.Compile != nil:
+		// A compiled-language plugin (plugins/compiled) reports its compile
+		// step apart: compile_result always, and run_result null when the
+		// compile failed and nothing ran.
+		out.CompileResult = compileCommand(r.Compile)
+		if out.CompileResult.Status != CommandFinished || *out.CompileResult.ReturnCode != 0 {
+			out.RunResult = nil
+		}
+	case compiled && strings.HasPrefix(r.Error, compileFailed) && cmd.ReturnCode != nil:
 		out.CompileResult, out.RunResult = cmd, nil
 	}
 	if out.Status != StatusSuccess {
@@ -176,4 +187,26 @@ func describe(how ending.Reason, code *int) string {
 // sandboxError is the answer when rlm could not run the program at all.
 func sandboxError(msg string) *Response {
 	return &Response{Status: StatusSandboxError, Message: msg, Files: map[string]string{}}
+}
+
+// compileCommand is a compile step as SandboxFusion's compile_result: a
+// compiler stopped by its time limit is TimeLimitExceeded (return_code
+// null), any other ending Finished with the compiler's status.
+func compileCommand(c *core.CompileResult) *CommandResult {
+	cmd := &CommandResult{
+		Status:        CommandFinished,
+		ExecutionTime: time.Duration(c.DurationMs * int64(time.Millisecond)).Seconds(),
+		Stdout:        c.Stdout,
+		Stderr:        c.Stderr,
+	}
+	if c.EndedBy == ending.Timeout || c.EndedBy == ending.CPULimit {
+		cmd.Status = CommandTimeLimitExceeded
+		return cmd
+	}
+	code := c.ExitCode
+	if code == 0 && c.EndedBy != ending.Exit && c.EndedBy != "" {
+		code = -9
+	}
+	cmd.ReturnCode = &code
+	return cmd
 }
