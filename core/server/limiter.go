@@ -54,12 +54,21 @@ func (l *limiter) changed() {
 // acquire takes a slot, waiting in the queue when there is room. It returns
 // errBusy when there is none, or ctx's error when the caller gave up.
 func (l *limiter) acquire(ctx context.Context) (release func(), err error) {
+	return l.acquireFor(ctx, l.wait, true)
+}
+
+// acquireFor takes a slot, waiting up to wait: errBusy when the wait ran
+// out (or, when bounded, the queue is full), ctx's error when the caller
+// gave up. Unbounded waiting is for a front end whose clients read a full
+// queue as a verdict (SandboxFusion's, see ExecuteWaiting): they wait,
+// counted as waiting all the same.
+func (l *limiter) acquireFor(ctx context.Context, wait time.Duration, bounded bool) (release func(), err error) {
 	select {
 	case l.slots <- struct{}{}:
 		return l.took(), nil
 	default:
 	}
-	if l.waiting.Add(1) > l.maxQueue {
+	if l.waiting.Add(1) > l.maxQueue && bounded {
 		l.waiting.Add(-1)
 		return nil, errBusy
 	}
@@ -68,7 +77,7 @@ func (l *limiter) acquire(ctx context.Context) (release func(), err error) {
 		l.waiting.Add(-1)
 		l.changed()
 	}()
-	t := time.NewTimer(l.wait)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case l.slots <- struct{}{}:

@@ -40,7 +40,7 @@ func (s *Server) ExecuteWaiting(ctx context.Context, req *ExecuteRequest, o Wait
 		if s.draining.Load() {
 			return nil, &APIError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down", RetryAfter: 1}
 		}
-		release, err := s.limit.acquireWaiting(ctx, wait)
+		release, err := s.limit.acquireFor(ctx, wait, false)
 		switch {
 		case err == errBusy:
 			s.metrics.rejected.Inc()
@@ -70,29 +70,3 @@ func (s *Server) ExecuteWaiting(ctx context.Context, req *ExecuteRequest, o Wait
 // Enabled says whether runtime name (canonical, as Canonical gives) is
 // enabled on this server.
 func (s *Server) Enabled(name string) bool { return slices.Contains(s.cfg.Modes, name) }
-
-// acquireWaiting takes a slot, waiting up to wait however long the queue
-// is: errBusy when the wait ran out, ctx's error when the caller gave up.
-func (l *limiter) acquireWaiting(ctx context.Context, wait time.Duration) (func(), error) {
-	select {
-	case l.slots <- struct{}{}:
-		return l.took(), nil
-	default:
-	}
-	l.waiting.Add(1)
-	l.changed()
-	defer func() {
-		l.waiting.Add(-1)
-		l.changed()
-	}()
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case l.slots <- struct{}{}:
-		return l.took(), nil
-	case <-t.C:
-		return nil, errBusy
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
