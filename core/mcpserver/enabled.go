@@ -1,22 +1,44 @@
 package mcpserver
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/rlmkit/rlm/core/server"
 )
 
 // The tools' language argument and the server's instructions name the
 // runtimes this server has enabled (server.Server.Modes), not a fixed
 // list: an agent told "shell" that gets "not enabled" wastes a turn.
 
-// instructions is the server's Instructions for the enabled modes.
-func instructions(modes []string) string {
-	return fmt.Sprintf("rlm runs code in sandboxes. Use run_code for a self-contained program in one of the runtimes this server has enabled: %s (default %s); ", strings.Join(modes, ", "), modes[0]) +
-		"use session_open, then session_run repeatedly, to keep state between calls (Python, and any runtime whose capabilities include repl), and session_close when done. " +
-		"list_runtimes says which runtimes this server has and how they are isolated."
+// instructions is the server's Instructions for the enabled modes, of
+// which sessions offer REPL sessions: those it names for session_open, or
+// says there are none, rather than promising Python to a server without it.
+func instructions(modes, sessions []string) string {
+	s := fmt.Sprintf("rlm runs code in sandboxes. Use run_code for a self-contained program in one of the runtimes this server has enabled: %s (default %s); ", strings.Join(modes, ", "), modes[0])
+	if len(sessions) > 0 {
+		s += fmt.Sprintf("use session_open, then session_run repeatedly, to keep state between calls (sessions: %s), and session_close when done. ", strings.Join(sessions, ", "))
+	} else {
+		s += "no runtime of this server offers sessions (session_open is refused). "
+	}
+	return s + "list_runtimes says which runtimes this server has and how they are isolated."
+}
+
+// sessionModes are the enabled runtimes whose plugin declares sessions
+// (capability repl), default first.
+func sessionModes(srv *server.Server) []string {
+	var out []string
+	for _, r := range srv.Runtimes(context.Background()) {
+		if slices.Contains(r.Capabilities, "repl") {
+			out = append(out, r.Name)
+		}
+	}
+	return out
 }
 
 // inputSchema is T's inferred input schema with the description of its

@@ -339,7 +339,12 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	modes, rts, err := o.openEnabled(startCtx, open, st.Mode, o.allowedUnsandboxed(st.AllowUnsandboxed), limits.Isolation == "none", logger)
 	if err == nil {
-		if err = checkIsolation(startCtx, rts, limits); err != nil {
+		if len(server.ParseModes(st.Mode)) == 0 {
+			modes, err = keepHoldable(startCtx, modes, rts, limits, logger)
+		} else {
+			err = checkIsolation(startCtx, rts, limits)
+		}
+		if err != nil {
 			for _, rt := range rts {
 				rt.Close()
 			}
