@@ -87,9 +87,8 @@ func (o *Options) openEnabled(ctx context.Context, open client.Opener, mode stri
 	}
 	var kept []string
 	for _, m := range modes {
-		level, err := rts[m].Isolation(ctx, core.AutoIsolation, false)
-		if err != nil || level != "none" {
-			// A level that cannot be resolved is checkIsolation's to report.
+		what := unsandboxed(ctx, rts[m])
+		if what == "" {
 			kept = append(kept, m)
 			continue
 		}
@@ -98,16 +97,16 @@ func (o *Options) openEnabled(ctx context.Context, open client.Opener, mode stri
 			if allowAll {
 				by = "--isolation none"
 			}
-			logger.Warn("serving a runtime unsandboxed: its plugin can only run code at isolation none (as this user, network on, host files readable)", "runtime", m, "allowed_by", by)
+			logger.Warn("serving a runtime unsandboxed: its plugin can only run code at isolation none (as this user, network on, host files readable)", "runtime", m, "why", what, "allowed_by", by)
 			kept = append(kept, m)
 			continue
 		}
 		if len(named) > 0 {
 			closeAll()
-			return nil, nil, cmdutil.Usagef("mode=%s: its plugin can only run code unsandboxed (isolation none: as this user, network on, host files readable); "+
-				"pass --%s %s (env RLM_ALLOW_UNSANDBOXED, [serve] allow_unsandboxed) to serve it anyway, or give the plugin a sandbox level (docs/plugins.md)", m, unsandboxedFlag, m)
+			return nil, nil, cmdutil.Usagef("mode=%s: %s (isolation none: as this user, network on, host files readable); "+
+				"pass --%s %s (env RLM_ALLOW_UNSANDBOXED, [serve] allow_unsandboxed) to serve it anyway, or give the plugin a sandbox level (docs/plugins.md)", m, what, unsandboxedFlag, m)
 		}
-		logger.Info("runtime not enabled: its plugin can only run code unsandboxed (isolation none)", "runtime", m, "enable_with", fmt.Sprintf("--%s %s", unsandboxedFlag, m))
+		logger.Info("runtime not enabled: its plugin can only run code unsandboxed (isolation none)", "runtime", m, "why", what, "enable_with", fmt.Sprintf("--%s %s", unsandboxedFlag, m))
 		rts[m].Close()
 		delete(rts, m)
 	}
@@ -115,4 +114,23 @@ func (o *Options) openEnabled(ctx context.Context, open client.Opener, mode stri
 		return nil, nil, fmt.Errorf("no runtime to serve: every one found here can only run code unsandboxed; name those to serve anyway with --%s NAME[,NAME]", unsandboxedFlag)
 	}
 	return kept, rts, nil
+}
+
+// unsandboxed says what of rt would run at isolation none under auto ("":
+// nothing): its programs, or its REPL sessions when it offers them (a
+// plugin whose sessions declare no level runs them unsandboxed however
+// well its programs are sandboxed). A level that cannot be resolved is not
+// this check's to report (checkIsolation does).
+func unsandboxed(ctx context.Context, rt *client.Runtime) string {
+	if level, err := rt.Isolation(ctx, core.AutoIsolation, false); err == nil && level == "none" {
+		return "its plugin can only run code unsandboxed"
+	}
+	info, err := rt.Declared(ctx)
+	if err != nil || info == nil || !slices.Contains(info.Capabilities, "repl") {
+		return ""
+	}
+	if level, err := rt.Isolation(ctx, core.AutoIsolation, true); err == nil && level == "none" {
+		return "its plugin runs REPL sessions unsandboxed (they declare no isolation level)"
+	}
+	return ""
 }
