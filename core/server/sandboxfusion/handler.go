@@ -21,11 +21,12 @@ import (
 // failed test.
 const slotWait = 8 * time.Second
 
-// Mount puts POST /run_code and GET /v1/ping on s, behind its token, body
+// Mount puts POST /run_code, GET /v1/ping and POST /judge on s, behind its token, body
 // limit, request log and metrics.
 func Mount(s *server.Server) {
 	s.Handle("/run_code", RunCode(s))
 	s.Handle("/v1/ping", http.HandlerFunc(ping))
+	s.Handle("/judge", Judge(s))
 }
 
 // ping answers GET /v1/ping with the JSON string "pong", as SandboxFusion
