@@ -47,20 +47,8 @@ func ping(w http.ResponseWriter, r *http.Request) {
 func RunCode(s *server.Server) http.Handler {
 	pod, _ := os.Hostname()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", "POST")
-			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed: use POST"})
-			return
-		}
 		var req Request
-		dec := json.NewDecoder(r.Body)
-		if err := dec.Decode(&req); err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"detail": fmt.Sprintf("the body is over the limit of %d bytes", mbe.Limit)})
-				return
-			}
-			writeJSON(w, http.StatusUnprocessableEntity, invalid("body", "the body is not a valid RunCodeRequest JSON object: "+err.Error()))
+		if !decodePost(w, r, &req, "RunCodeRequest") {
 			return
 		}
 		resp, status, body := run(s, r, &req)
@@ -125,4 +113,24 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// decodePost reads a POST's JSON body into v, or answers what is wrong as
+// FastAPI would (405, 413, 422 naming schema) and returns false.
+func decodePost(w http.ResponseWriter, r *http.Request, v any, schema string) bool {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed: use POST"})
+		return false
+	}
+	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"detail": fmt.Sprintf("the body is over the limit of %d bytes", mbe.Limit)})
+			return false
+		}
+		writeJSON(w, http.StatusUnprocessableEntity, invalid("body", "the body is not a valid "+schema+" JSON object: "+err.Error()))
+		return false
+	}
+	return true
 }

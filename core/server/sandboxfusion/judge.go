@@ -1,8 +1,6 @@
 package sandboxfusion
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -87,19 +85,8 @@ const (
 // Judge is the handler of POST /judge.
 func Judge(s *server.Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", "POST")
-			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed: use POST"})
-			return
-		}
 		var req JudgeRequest
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"detail": fmt.Sprintf("the body is over the limit of %d bytes", mbe.Limit)})
-				return
-			}
-			writeJSON(w, http.StatusUnprocessableEntity, invalid("body", "the body is not a valid JudgeRequest JSON object: "+err.Error()))
+		if !decodePost(w, r, &req, "JudgeRequest") {
 			return
 		}
 		if v := checkJudge(&req); v != nil {
