@@ -113,11 +113,13 @@ func (r *repl) Execute(ctx context.Context, code string, timeout time.Duration, 
 				DurationMs: time.Since(start).Milliseconds()}, nil
 		case strings.HasPrefix(line, queryMark):
 			prompt := strings.TrimSuffix(strings.TrimPrefix(line, queryMark), "\n")
-			answer := "error: " + "no answer"
-			if answers, err := cb(ctx, core.Query{Kind: "llm_query", Prompts: []string{prompt}}); err != nil {
-				answer = "error: " + err.Error()
-			} else if len(answers) == 1 {
-				answer = answers[0]
+			answer := "error: no model answers this cell"
+			if cb != nil {
+				if answers, err := cb(ctx, core.Query{Kind: "llm_query", Prompts: []string{prompt}}); err != nil {
+					answer = "error: " + err.Error()
+				} else if len(answers) == 1 {
+					answer = answers[0]
+				}
 			}
 			// One line: the shell reads the answer with read -r.
 			answer = strings.ReplaceAll(answer, "\n", " ")
