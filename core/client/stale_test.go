@@ -52,3 +52,17 @@ func TestBinaryStampChanged(t *testing.T) {
 		t.Error("a runtime without a binary has a stamp")
 	}
 }
+
+// What the check costs each request of serve and the daemon (one stat).
+func BenchmarkBinaryStampChanged(b *testing.B) {
+	bin := filepath.Join(b.TempDir(), "rlm-plugin-x")
+	if err := os.WriteFile(bin, []byte("x"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	s := stampOf(&Runtime{Plugin: bin})
+	for b.Loop() {
+		if s.changed() {
+			b.Fatal("changed")
+		}
+	}
+}

@@ -62,6 +62,9 @@ type CaseResult struct {
 	RunResult *CommandResult `json:"run_result"`
 	EndedBy   string         `json:"ended_by,omitempty"`
 	Message   string         `json:"message,omitempty"`
+	// Compiled says a compiler ran for this case; the compile cache
+	// serves every case after the first.
+	Compiled bool `json:"compiled,omitempty"`
 }
 
 // JudgeResponse answers POST /judge (HTTP 200 for every verdict): Success
@@ -209,7 +212,7 @@ func checkJudge(req *JudgeRequest) *validationError {
 
 // verdict judges one case from its /run_code answer.
 func verdict(resp *Response, c Case, compare string) CaseResult {
-	out := CaseResult{RunResult: resp.RunResult, EndedBy: resp.EndedBy, Message: resp.Message}
+	out := CaseResult{RunResult: resp.RunResult, EndedBy: resp.EndedBy, Message: resp.Message, Compiled: resp.compiled}
 	switch {
 	case resp.Status == StatusSandboxError:
 		out.Verdict = SandboxErrorVerdict

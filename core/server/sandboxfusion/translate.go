@@ -125,7 +125,8 @@ func fromExecute(resp *server.ExecuteResponse, fetch []string, compiled bool) *R
 		Stdout:        r.Stdout,
 		Stderr:        r.Stderr,
 	}
-	out := &Response{Status: StatusFailed, RunResult: cmd, Files: map[string]string{}, EndedBy: string(r.EndedBy)}
+	out := &Response{Status: StatusFailed, RunResult: cmd, Files: map[string]string{}, EndedBy: string(r.EndedBy),
+		compiled: r.Compile != nil && !r.Compile.Cached}
 	switch {
 	case r.EndedBy == ending.Timeout || r.EndedBy == ending.CPULimit || r.TimedOut:
 		cmd.Status = CommandTimeLimitExceeded

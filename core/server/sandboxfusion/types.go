@@ -61,6 +61,9 @@ type Response struct {
 	ExecutorPodName string            `json:"executor_pod_name"`
 	Files           map[string]string `json:"files"`
 	EndedBy         string            `json:"ended_by,omitempty"`
+	// compiled: a compiler ran for this request (not the compile cache);
+	// /judge reports it per case.
+	compiled bool
 }
 
 // validationError is FastAPI's 422 body, as SandboxFusion answers a request
