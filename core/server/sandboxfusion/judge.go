@@ -30,8 +30,10 @@ type JudgeRequest struct {
 	// trailing empty lines are ignored, as most judges do), "tokens"
 	// (whitespace-separated tokens equal) or "exact".
 	Compare string `json:"compare"`
-	// StopOnFailure skips the cases after the first that is not accepted
-	// (they answer "skipped").
+	// StopOnFailure skips the cases not yet started once one is not
+	// accepted (they answer "skipped"). The first case runs alone, so its
+	// failure skips all the others; later cases run a few at a time, so
+	// some after a failing one may have run already.
 	StopOnFailure bool `json:"stop_on_failure"`
 }
 
