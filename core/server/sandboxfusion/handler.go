@@ -13,13 +13,34 @@ import (
 	"github.com/rlmkit/rlm/core/server"
 )
 
+// clientMargin is what a request's wait for a slot leaves of its
+// client's patience beyond the run's wall clock: starting the sandbox,
+// killing and reaping a program that ran out its time (a 1 GB one takes a
+// while to free), and the answer's travel. 16 programs timing out at once
+// on 2 loaded cores took 1 s over their wall clock; 2 s of margin still
+// let verl's read timeout fire on some, 5 s none.
+const clientMargin = 5 * time.Second
+
 // slotWait is how long a request waits for a run slot before the 504
 // that SandboxFusion's clients retry. verl reads an answer for
-// compile_timeout + run_timeout + 10 s; the run itself takes at most the
-// first two, so waiting 8 s leaves the answer 2 s inside the client's
-// patience: it never sees a read timeout, which it would count as a
-// failed test.
-const slotWait = 8 * time.Second
+// compile_timeout + run_timeout + 10 s (its API_TIMEOUT); the run itself
+// takes at most wall seconds (run_timeout, plus compile_timeout for a
+// compiled language), so the wait is what is left of that patience less
+// a margin: the client never sees a read timeout, which it would count as
+// a failed test, and a python request (whose compile_timeout buys it no
+// compile) waits 15 s at the defaults rather than giving up early.
+func slotWait(req *Request, wall float64) time.Duration {
+	ct := defaultTimeout
+	if req.CompileTimeout != nil {
+		ct = *req.CompileTimeout
+	}
+	run := defaultTimeout
+	if req.RunTimeout != nil {
+		run = *req.RunTimeout
+	}
+	patience := time.Duration((ct + run + 10 - wall) * float64(time.Second))
+	return max(patience-clientMargin, time.Second)
+}
 
 // Mount puts POST /run_code, GET /v1/ping and POST /judge on s, behind its token, body
 // limit, request log and metrics.
@@ -82,7 +103,7 @@ func run(s *server.Server, r *http.Request, req *Request) (*Response, int, any) 
 	if verr != nil {
 		return nil, http.StatusUnprocessableEntity, verr
 	}
-	resp, err := s.ExecuteWaiting(r.Context(), ereq, server.WaitOptions{Wait: slotWait, MemoryBytes: memoryBytes(req)})
+	resp, err := s.ExecuteWaiting(r.Context(), ereq, server.WaitOptions{Wait: slotWait(req, *ereq.TimeoutSeconds), MemoryBytes: memoryBytes(req)})
 	var ae *server.APIError
 	switch {
 	case err == nil:

@@ -10,22 +10,32 @@ import (
 	"time"
 )
 
-// Pool keeps up to Size sandboxes of one Config, built ahead of demand and
+// Pool keeps Size sandboxes of one Config, built ahead of demand and
 // replaced when one dies. Taking a sandbox is a channel receive: there is no
 // lock on the hot path.
+//
+// Size is how many are kept warm, not a bound on runs in flight: that is
+// the host's to set (rlm serve's --max-concurrent, the daemon's slots). A
+// run that finds none idle while every one is busy gets one started for
+// it, which the pool drops after the run when it holds more than Size;
+// otherwise a server given more slots than CPUs would run only Size
+// programs at once and count the others' wait as their run time.
 type Pool struct {
 	cfg  Config
 	size int
 	idle chan *sandbox
 
-	mu      sync.Mutex
-	total   int  // sandboxes alive or starting
-	runs    int  // runs that asked for this pool
-	healthy bool // the last start succeeded
-	retryAt time.Time
-	changed chan struct{} // closed (and replaced) when a start fails
-	closed  bool
-	all     map[*sandbox]bool
+	mu        sync.Mutex
+	total     int  // sandboxes alive or starting
+	starting  int  // of which not yet started
+	returning int  // of which being reset after a run
+	waiting   int  // runs in get waiting for one
+	runs      int  // runs that asked for this pool
+	healthy   bool // the last start succeeded
+	retryAt   time.Time
+	changed   chan struct{} // closed (and replaced) when a start fails
+	closed    bool
+	all       map[*sandbox]bool
 }
 
 var pools sync.Map // Config.key() → *Pool
@@ -72,14 +82,20 @@ func (p *Pool) fillLocked() {
 		return
 	}
 	for p.total < p.size {
-		p.total++
-		go p.startOne()
+		p.startLocked()
 	}
+}
+
+func (p *Pool) startLocked() {
+	p.total++
+	p.starting++
+	go p.startOne()
 }
 
 func (p *Pool) startOne() {
 	sb, err := startSandbox(p.cfg)
 	p.mu.Lock()
+	p.starting--
 	if err != nil || p.closed {
 		p.total--
 		if err != nil {
@@ -101,7 +117,7 @@ func (p *Pool) startOne() {
 	p.all[sb] = true
 	p.mu.Unlock()
 	go p.watch(sb)
-	p.idle <- sb
+	p.put(sb)
 }
 
 // watch replaces sb when it dies, whether idle or busy.
@@ -130,9 +146,19 @@ func (p *Pool) Ready() bool {
 
 var errBroken = errors.New("warm sandboxes cannot be started here")
 
-// get takes an idle sandbox, waiting for one to be reset or started.
+// get takes an idle sandbox. When none is idle it waits for one to be
+// reset or started, and sees that a sandbox is starting for each run that
+// waits (beyond Size when every one is busy).
 func (p *Pool) get(ctx context.Context) (*sandbox, error) {
 	for {
+		select {
+		case sb := <-p.idle:
+			if sb.alive() {
+				return sb, nil
+			}
+			continue
+		default:
+		}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -142,30 +168,72 @@ func (p *Pool) get(ctx context.Context) (*sandbox, error) {
 			p.mu.Unlock()
 			return nil, errBroken
 		}
+		p.waiting++
+		p.startForWaitersLocked()
 		changed := p.changed
 		p.mu.Unlock()
+		var sb *sandbox
 		select {
-		case sb := <-p.idle:
-			if sb.alive() {
-				return sb, nil
-			}
+		case sb = <-p.idle:
 		case <-changed:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+		}
+		p.mu.Lock()
+		p.waiting--
+		p.mu.Unlock()
+		if sb != nil && sb.alive() {
+			return sb, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 	}
 }
 
-// put returns a clean sandbox to the pool.
+// startForWaitersLocked starts a sandbox when more runs wait than
+// sandboxes are starting or being reset.
+func (p *Pool) startForWaitersLocked() {
+	if p.healthy && !p.closed && p.starting+p.returning < p.waiting {
+		p.startLocked()
+	}
+}
+
+// willReturn counts a sandbox whose run ended and whose reset is under
+// way: a run waiting in get is served by it rather than by a new start.
+func (p *Pool) willReturn() {
+	p.mu.Lock()
+	p.returning++
+	p.mu.Unlock()
+}
+
+// returned ends what willReturn counted: a clean sandbox goes back to the
+// pool; for one that was discarded, a waiting run gets a new start.
+func (p *Pool) returned(sb *sandbox, clean bool) {
+	p.mu.Lock()
+	p.returning--
+	if !clean {
+		p.startForWaitersLocked()
+	}
+	p.mu.Unlock()
+	if clean {
+		p.put(sb)
+	}
+}
+
+// put returns a clean (or new) sandbox to the pool, or drops it when the
+// pool holds more than its size and no run waits for it.
 func (p *Pool) put(sb *sandbox) {
 	p.mu.Lock()
-	closed := p.closed
+	drop := p.closed || (p.total > p.size && p.waiting == 0)
 	p.mu.Unlock()
-	if closed {
-		sb.kill(errors.New("pool closed"))
-		return
+	if !drop {
+		select {
+		case p.idle <- sb:
+			return
+		default: // idle holds Size already: this one is extra
+		}
 	}
-	p.idle <- sb
+	sb.kill(errors.New("pool closed or over its size"))
 }
 
 // Close kills every sandbox of the pool and waits until they are gone.

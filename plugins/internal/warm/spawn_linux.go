@@ -337,6 +337,7 @@ func (p *process) Wait() (isolation.Exit, error) {
 		ex.Signal, ex.Code = syscall.Signal(o.SignalNumber), 0
 	}
 	ferr := p.files()
+	p.s.pool.willReturn()
 	go p.release()
 	if ferr != nil {
 		return ex, fmt.Errorf("collecting produced files: %w", ferr)
@@ -470,18 +471,21 @@ func (p *process) release() {
 	case m = <-p.sb.msgs:
 	case <-p.sb.dead:
 		_ = p.cg.Remove()
+		p.s.pool.returned(p.sb, false)
 		return
 	case <-time.After(crashGrace):
 		p.sb.kill(errors.New("no reset"))
 		_ = p.cg.Remove()
+		p.s.pool.returned(p.sb, false)
 		return
 	}
 	_ = p.cg.Remove()
 	if m.ID != p.id || m.Clean == nil || !*m.Clean {
 		p.sb.kill(fmt.Errorf("the sandbox could not be reset: %+v", m))
+		p.s.pool.returned(p.sb, false)
 		return
 	}
-	p.s.pool.put(p.sb)
+	p.s.pool.returned(p.sb, true)
 }
 
 // crashed reports a run whose sandbox died under it: ended_by crashed,
