@@ -94,7 +94,7 @@ var ErrTools = errors.New("tools")
 var ReservedNames = []string{
 	"context", "llm_query", "llm_query_batched", "rlm_query", "rlm_query_batched",
 	"chunk_text", "search_context", "SHOW_VARS", "LLMQueryError", "ToolError",
-	"FINAL", "FINAL_VAR", "answer",
+	"FINAL", "FINAL_VAR", "answer", "history",
 }
 
 var (
@@ -235,6 +235,8 @@ const loadToolsCode = `def _rlm_tools_load(payload):
                 except (TypeError, ValueError):
                     sig = "(...)"
                 described.append({"name": k, "signature": sig, "doc": inspect.getdoc(v) or "", "file": path})
+            elif not (callable(v) or inspect.ismodule(v)):
+                described.append({"name": k, "type": type(v).__name__, "file": path})
     for t in spec["host"]:
         if t["name"] in builtin:
             return report({"error": "tool %s would hide the Python builtin %s: rename it" % (t["name"], t["name"])})
@@ -288,9 +290,11 @@ type hostSpec struct {
 	Params      []string `json:"params"`
 }
 
-// described is one Python tool function as the REPL reports it.
+// described is one Python tool function, or data value (Type set), as
+// the REPL reports it.
 type described struct {
 	Name      string `json:"name"`
+	Type      string `json:"type"`
 	Signature string `json:"signature"`
 	Doc       string `json:"doc"`
 	File      string `json:"file"`
@@ -359,8 +363,12 @@ func (n *node) loadTools() error {
 // prompt is the system prompt's section on the tools.
 func (t *Tools) prompt(py []described) string {
 	var b strings.Builder
-	b.WriteString("\n\n## Tools\nThese functions are already defined in the REPL (and in the REPL of every rlm_query sub-task); call them from ```repl blocks like any Python function.\n")
+	b.WriteString("\n\n## Tools\nThese functions and values are already defined in the REPL (and in the REPL of every rlm_query sub-task); call them from ```repl blocks like any Python function.\n")
 	for _, d := range py {
+		if d.Type != "" {
+			fmt.Fprintf(&b, "- %s: a %s value\n", d.Name, d.Type)
+			continue
+		}
 		fmt.Fprintf(&b, "- %s%s", d.Name, d.Signature)
 		if doc := strings.TrimSpace(d.Doc); doc != "" {
 			b.WriteString(": ")
