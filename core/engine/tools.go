@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -67,8 +68,13 @@ type HostTool struct {
 	// Dir is the command's working directory ("": the current one).
 	Dir string
 	// URL receives the arguments as a JSON POST; a 2xx response's body is
-	// the answer. Exactly one of Command and URL is set.
+	// the answer.
 	URL string
+	// Func answers in the host process itself: a library user's Go
+	// function, or a tool of an MCP server (rlm run's [[mcp]]). args is
+	// the JSON object; its error is the ToolError's message. Exactly one
+	// of Command, URL and Func is set.
+	Func func(ctx context.Context, args json.RawMessage) ([]byte, error)
 	// Timeout bounds one call (default [DefaultToolTimeout]).
 	Timeout time.Duration
 	// MaxCalls caps the calls of the whole run, every loop together
@@ -122,7 +128,7 @@ func (t *Tools) check() error {
 			return fmt.Errorf("%w: %s: the REPL reserves that name (%s): choose another", ErrTools, what, strings.Join(ReservedNames, ", "))
 		case seen[h.Name]:
 			return fmt.Errorf("%w: %s is declared twice: tool names must differ", ErrTools, what)
-		case (len(h.Command) == 0) == (h.URL == ""):
+		case sources(h) != 1:
 			return fmt.Errorf("%w: %s: give it exactly one of command = [\"program\", \"arg\", ...] and url = \"http://...\"", ErrTools, what)
 		case h.Timeout < 0 || h.MaxCalls < 0:
 			return fmt.Errorf("%w: %s: timeout and max_calls must not be negative", ErrTools, what)
@@ -141,6 +147,17 @@ func (t *Tools) check() error {
 		seen[h.Name] = true
 	}
 	return nil
+}
+
+// sources counts how many of Command, URL and Func h has.
+func sources(h *HostTool) int {
+	n := 0
+	for _, set := range []bool{len(h.Command) > 0, h.URL != "", h.Func != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
 }
 
 func (t *Tools) empty() bool { return len(t.Files) == 0 && len(t.Host) == 0 }

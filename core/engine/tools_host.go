@@ -63,9 +63,12 @@ func (n *node) runTool(t *HostTool, args []byte) (string, error) {
 		out []byte
 		err error
 	)
-	if t.URL != "" {
+	switch {
+	case t.Func != nil:
+		out, err = t.Func(ctx, args)
+	case t.URL != "":
 		out, err = postTool(ctx, t, args)
-	} else {
+	default:
 		out, err = commandTool(ctx, t, args)
 	}
 	if err != nil {

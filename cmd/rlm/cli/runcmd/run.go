@@ -164,6 +164,7 @@ type plan struct {
 	maxConc      int
 	backend      string
 	tools        engine.Tools
+	mcp          []mcpSource
 }
 
 // resolve applies flag > task file > config > default.
@@ -247,7 +248,7 @@ func (o *Options) resolve(cfg config.Config) (*plan, error) {
 		return nil, err
 	}
 	p.maxOutput = rc.MaxOutputChars
-	if p.tools, err = o.tools(tf); err != nil {
+	if p.tools, p.mcp, err = o.tools(tf); err != nil {
 		return nil, err
 	}
 	p.backend = first(o.Backend, cfg.Backend)
@@ -329,6 +330,13 @@ func run(ctx context.Context, o *Options) error {
 			return rt.OpenSession(ctx, so)
 		}
 	}
+
+	mcpTools, closeMCP, err := connectMCP(ctx, p.mcp)
+	if err != nil {
+		return cmdutil.Usage(err)
+	}
+	defer closeMCP()
+	p.tools.Host = append(p.tools.Host, mcpTools...)
 
 	prog := newProgress(o.F.IO.ErrOut, o.Quiet, o.Verbose)
 	opts := engine.Options{

@@ -32,11 +32,12 @@ type TaskTool struct {
 	MaxCalls    int              `toml:"max_calls"`
 }
 
-// tools reads the Python tool files (the task file's, then --tools) and
-// the task file's host tools. Relative paths in the task file, and a
+// tools reads the Python tool files (the task file's, then --tools), the
+// task file's host tools and its MCP servers (connected when the run
+// starts, by connectMCP). Relative paths in the task file, and a
 // command's program given as a relative path, are relative to its
 // directory, where commands also run.
-func (o *Options) tools(tf *TaskFile) (engine.Tools, error) {
+func (o *Options) tools(tf *TaskFile) (engine.Tools, []mcpSource, error) {
 	var t engine.Tools
 	var paths []string
 	for _, p := range tf.Tools {
@@ -45,11 +46,11 @@ func (o *Options) tools(tf *TaskFile) (engine.Tools, error) {
 	paths = append(paths, o.Tools...)
 	for _, p := range paths {
 		if !strings.HasSuffix(p, ".py") {
-			return t, fmt.Errorf("tools: %s is not a Python file (.py): tools files are Python source preloaded into the REPL; commands and URLs are declared as [[tool]] in a task file", p)
+			return t, nil, fmt.Errorf("tools: %s is not a Python file (.py): tools files are Python source preloaded into the REPL; commands and URLs are declared as [[tool]] in a task file", p)
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return t, fmt.Errorf("tools: %w", err)
+			return t, nil, fmt.Errorf("tools: %w", err)
 		}
 		t.Files = append(t.Files, engine.ToolFile{Path: p, Source: string(b)})
 	}
@@ -74,5 +75,16 @@ func (o *Options) tools(tf *TaskFile) (engine.Tools, error) {
 		}
 		t.Host = append(t.Host, h)
 	}
-	return t, nil
+	var servers []mcpSource
+	for _, m := range tf.MCP {
+		s := mcpSource{TaskMCP: m, dir: dir}
+		if len(s.Command) > 0 {
+			s.Command = append([]string{}, s.Command...)
+			if prog := s.Command[0]; !filepath.IsAbs(prog) && strings.ContainsAny(prog, `/\`) {
+				s.Command[0], _ = filepath.Abs(filepath.Join(dir, prog))
+			}
+		}
+		servers = append(servers, s)
+	}
+	return t, servers, nil
 }
