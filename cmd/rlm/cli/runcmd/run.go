@@ -83,8 +83,9 @@ or FINAL_VAR(variable).
 
 A TASKFILE is TOML: task, one of context_file / context_glob / context, and
 optionally provider, model, subcall_model, transcript, a [budget] table,
-tools (Python files preloaded into every REPL) and [[tool]] tables
-(host-side tools: a command or an HTTP endpoint; see docs/tools.md).
+tools (Python files preloaded into every REPL), [[tool]] tables
+(host-side tools: a command or an HTTP endpoint) and [[mcp]] tables (an
+MCP server's tools); see docs/tools.md.
 Flags override the file, which overrides rlm.toml's [run] table.
 
 The answer goes to stdout; progress to stderr when it is a terminal.
