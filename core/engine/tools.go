@@ -115,6 +115,7 @@ var (
 // check validates the host tools' declarations and fills in defaults.
 // Python files are checked in the REPL, where Python reads them.
 func (t *Tools) check() error {
+	t.Host = slices.Clone(t.Host) // defaults are filled in on the engine's copy, not the caller's
 	seen := map[string]bool{}
 	for i := range t.Host {
 		h := &t.Host[i]
