@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 )
 
 // EventToolCall is a trace event: one call of a host-side tool. Kind is
@@ -111,8 +113,15 @@ func commandTool(ctx context.Context, t *HostTool, args []byte) ([]byte, error) 
 	cmd.Stdin = bytes.NewReader(args)
 	var stdout, stderr limited
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// A command whose children keep its output open must not outlive its
-	// timeout by much.
+	// The command and whatever it starts are one process group, killed
+	// whole at the timeout (and when rlm dies), so no child outlives the
+	// call or keeps its output open; WaitDelay bounds the wait where there
+	// are no groups.
+	proctree.Configure(cmd)
+	cmd.Cancel = func() error {
+		proctree.KillGroup(cmd.Process.Pid)
+		return nil
+	}
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
 	if ctx.Err() != nil {
