@@ -267,15 +267,17 @@ def _rlm_tools_stub(t):
     name, params = t["name"], t["params"]
 
     def tool(*args, **kwargs):
-        if not params and len(args) == 1 and isinstance(args[0], dict) and not kwargs:
-            return _rlm_tool_call(name, args[0])
+        extra = {}
+        if len(args) == len(params) + 1 and isinstance(args[-1], dict):
+            args, extra = args[:-1], args[-1]
         if len(args) > len(params):
             raise TypeError("%s() takes %d positional arguments (%s) but %d were given; pass the others by keyword" % (name, len(params), ", ".join(params), len(args)))
         payload = dict(zip(params, args))
-        for k in kwargs:
-            if k in payload:
-                raise TypeError("%s() got multiple values for argument %r" % (name, k))
-        payload.update(kwargs)
+        for more in (extra, kwargs):
+            for k in more:
+                if k in payload:
+                    raise TypeError("%s() got multiple values for argument %r" % (name, k))
+            payload.update(more)
         return _rlm_tool_call(name, payload)
 
     tool.__name__ = tool.__qualname__ = name

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/engine"
+	"github.com/rlmkit/rlm/internal/sandbox/proctree"
 	"github.com/rlmkit/rlm/internal/version"
 )
 
@@ -129,6 +130,9 @@ func (s *mcpSource) connect(ctx context.Context) (*mcp.ClientSession, []engine.H
 		cmd := exec.Command(s.Command[0], s.Command[1:]...)
 		cmd.Dir = s.dir
 		cmd.Stderr = &stderr
+		// Its own process group, signalled when rlm dies: a server (and
+		// what it starts) does not outlive the run.
+		proctree.Configure(cmd)
 		transport = &mcp.CommandTransport{Command: cmd}
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout())
