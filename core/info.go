@@ -62,11 +62,12 @@ func (info *Info) Has(c string) bool {
 	return info != nil && slices.Contains(info.Capabilities, c)
 }
 
-// Query is a cell's call back into the host: llm_query or rlm_query, with
-// one prompt per query (the batched forms carry several). The answer is one
-// string per prompt, in order (CheckAnswers).
+// Query is a cell's call back into the host: llm_query, rlm_query or
+// tool_call (a host-side tool; its prompt is the call as JSON, see
+// Bridges.ToolCall), with one prompt per query (the batched forms carry
+// several). The answer is one string per prompt, in order (CheckAnswers).
 type Query struct {
-	Kind    string // "llm_query" or "rlm_query"
+	Kind    string // "llm_query", "rlm_query" or "tool_call"
 	Prompts []string
 	// Contexts are rlm_query's sub-contexts, one per prompt where
 	// HasContext says that prompt brought one (an empty one is a context).

@@ -27,6 +27,11 @@ type Bridges struct {
 	// RLMQuery runs a recursive sub-task. sub is nil when the cell passed
 	// no context, meaning "the session's own context".
 	RLMQuery func(ctx context.Context, task string, sub *string) (string, error)
+	// ToolCall runs a host-side tool the operator declared (the RLM
+	// engine's tools): call is the JSON object {"name": ..., "args": {...}}
+	// a cell's tool stub sent, and the answer is JSON text. Nil: the
+	// session has no host tools, and a call is an error in the cell.
+	ToolCall func(ctx context.Context, call string) (string, error)
 	// MaxConcurrent bounds the queries of one batched call in flight
 	// (default 8).
 	MaxConcurrent int

@@ -137,6 +137,11 @@ func (s *session) runCallback(q core.Query) ([]string, error) {
 				return "", errors.New("rlm_query is not available: this session has no LLM configured" + NoLLMHint)
 			}
 			return s.bridges.RLMQuery(ctx, prompts[i], q.Context(i))
+		case "tool_call":
+			if s.bridges.ToolCall == nil {
+				return "", errors.New("tool_call: this session has no host-side tools (they are declared as [[tool]] in an rlm run task file)")
+			}
+			return s.bridges.ToolCall(ctx, prompts[i])
 		}
 		return "", fmt.Errorf("unknown callback %q", q.Kind)
 	}

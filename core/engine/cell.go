@@ -19,6 +19,12 @@ func (n *node) execute(it, block int, code string) (string, bool, error) {
 		}
 		return "", false, &failure{kind: ErrSandbox, msg: fmt.Sprintf("running a code block (depth %d, iteration %d)", n.depth, it), err: err}
 	}
+	if res.StateLost {
+		// The restarted REPL has its helpers again, but not the tools.
+		if err := n.loadTools(); err != nil {
+			return "", false, err
+		}
+	}
 	out, failed := formatResult(res, n.r.o.MaxOutputChars)
 	n.emit(Event{Type: EventCode, Iteration: it, Block: block, Code: code, Output: out, Result: &CodeResult{
 		EndedBy: res.EndedBy, Error: res.Error, DurationMs: res.DurationMs, TimedOut: res.TimedOut,

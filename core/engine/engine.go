@@ -69,6 +69,9 @@ type Options struct {
 	OnEvent func(Event)
 	// Record is added to the run_start event (never put secrets here).
 	Record RunConfig
+	// Tools are preloaded into every loop's REPL and listed in the system
+	// prompt (see [Tools]).
+	Tools Tools
 }
 
 // Defaults for [Options].
@@ -152,6 +155,9 @@ func New(opts Options) (*Engine, error) {
 	if opts.SystemPrompt == "" {
 		opts.SystemPrompt = SystemPrompt
 	}
+	if err := opts.Tools.check(); err != nil {
+		return nil, err
+	}
 	return &Engine{o: opts}, nil
 }
 
@@ -163,6 +169,7 @@ type run struct {
 	meter  *meter
 	trace  *tracer
 	nodes  atomic.Int64
+	tools  toolsRun
 	providerWarnings
 }
 
@@ -245,6 +252,7 @@ func (r *run) loop(ctx context.Context, id int, parent *int, depth int, task str
 		Bridges: core.Bridges{
 			LLMQuery:      n.llmQuery,
 			RLMQuery:      n.rlmQuery,
+			ToolCall:      n.toolBridge(),
 			MaxConcurrent: r.o.MaxConcurrent,
 		},
 	})
@@ -256,6 +264,9 @@ func (r *run) loop(ctx context.Context, id int, parent *int, depth int, task str
 	}
 	defer sess.Close()
 	n.sess = sess
+	if err := n.loadTools(); err != nil {
+		return nil, err
+	}
 
 	caller := "root"
 	if depth > 0 {
@@ -278,7 +289,7 @@ func (r *run) loop(ctx context.Context, id int, parent *int, depth int, task str
 			n.warn(w)
 		}
 		n.emit(Event{Type: EventIteration, Iteration: it})
-		resp, err := n.call(it, caller, r.o.Model, r.o.SystemPrompt, msgs)
+		resp, err := n.call(it, caller, r.o.Model, r.system(), msgs)
 		if err != nil {
 			return nil, err
 		}
@@ -443,7 +454,7 @@ func (n *node) forced(msgs []llm.Message, why string) (*loopResult, error) {
 }
 
 func (r *run) call(n *node, caller string, msgs []llm.Message) (llm.Response, error) {
-	return n.call(0, caller, r.o.Model, r.o.SystemPrompt, msgs)
+	return n.call(0, caller, r.o.Model, r.system(), msgs)
 }
 
 // llmQuery is the llm_query bridge of a loop.

@@ -18,6 +18,11 @@ class LLMQueryError(RuntimeError):
     """A model query made through llm_query / rlm_query failed."""
 
 
+class ToolError(RuntimeError):
+    """A host-side tool (declared by the operator in the task file) failed:
+    its command or endpoint failed or timed out, or its budget ran out."""
+
+
 # ns: the cell namespace; call: the driver's transport; opened: the context
 # the host sent. While `context` still is that very object, a sub-query's
 # default context is sent as "the session's own" (has_context false), so a
@@ -33,8 +38,11 @@ def _rlm_helpers_install(ns, call):
         for f in (llm_query, llm_query_batched, rlm_query, rlm_query_batched, chunk_text, search_context, SHOW_VARS)
     }
     names["LLMQueryError"] = LLMQueryError
+    names["ToolError"] = ToolError
     _rlm_helpers.update(ns=ns, call=call, names=names)
     ns.update(names)
+    ns["_rlm_tool_call"] = _rlm_helpers_tool_call
+    ns["_rlm_helpers_hide"] = _rlm_helpers_hide
     _rlm_helpers_open(None)
 
 
@@ -52,6 +60,32 @@ def _rlm_helpers_call(kind, prompts, contexts=None, has_context=None, model=None
     if len(results) != len(prompts):
         raise LLMQueryError("%s: expected %d results, got %d" % (kind, len(prompts), len(results)))
     return results
+
+
+def _rlm_helpers_tool_call(name, args):
+    """Call the host-side tool name with args (a dict, sent as JSON) over
+    the callback channel; the host answers JSON text. The stubs the RLM
+    engine defines for the operator's tools call this (core/engine/tools.go)."""
+    import json
+
+    try:
+        req = json.dumps({"name": name, "args": args})
+    except (TypeError, ValueError) as e:
+        raise TypeError("%s(): arguments must be JSON values (str, int, float, bool, None, list, dict): %s" % (name, e)) from None
+    try:
+        out = _rlm_helpers_call("tool_call", [req])[0]
+    except LLMQueryError as e:
+        raise ToolError(str(e)) from None
+    return json.loads(out)
+
+
+def _rlm_helpers_hide(names):
+    """Count the REPL's names as helpers (SHOW_VARS leaves them out): the
+    tools the engine preloads are not the model's variables."""
+    ns = _rlm_helpers["ns"]
+    for k in names:
+        if k in ns:
+            _rlm_helpers["names"][k] = ns[k]
 
 
 def _rlm_helpers_text(x, what):

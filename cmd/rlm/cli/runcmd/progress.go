@@ -162,6 +162,11 @@ func describe(ev engine.Event) string {
 			return fmt.Sprintf("loop %d failed: %s", *ev.Child, ev.Error)
 		}
 		return ""
+	case engine.EventToolCall:
+		if ev.Error != "" {
+			return fmt.Sprintf("tool %s(%s) failed (%.0f ms): %s", ev.Kind, oneLine(ev.Prompt, 60), ev.LatencyMs, oneLine(ev.Error, 100))
+		}
+		return fmt.Sprintf("tool %s(%s) (%.0f ms) → %s", ev.Kind, oneLine(ev.Prompt, 60), ev.LatencyMs, oneLine(ev.Answer, 80))
 	case engine.EventBudgetWarning, engine.EventWarning:
 		return "warning: " + ev.Message
 	case engine.EventFinal:

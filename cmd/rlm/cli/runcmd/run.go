@@ -63,6 +63,7 @@ type Options struct {
 	Verbose       bool
 	Changed       func(name string) bool
 	Limits        cmdutil.LimitFlags
+	Tools         []string
 
 	// Sandbox replaces the backend's sessions (tests).
 	Sandbox core.SandboxFactory
@@ -81,7 +82,10 @@ recursive copies of itself with rlm_query, and finishes with FINAL(answer)
 or FINAL_VAR(variable).
 
 A TASKFILE is TOML: task, one of context_file / context_glob / context, and
-optionally provider, model, subcall_model, transcript and a [budget] table.
+optionally provider, model, subcall_model, transcript, a [budget] table,
+tools (Python files preloaded into every REPL), [[tool]] tables
+(host-side tools: a command or an HTTP endpoint) and [[mcp]] tables (an
+MCP server's tools); see docs/tools.md.
 Flags override the file, which overrides rlm.toml's [run] table.
 
 The answer goes to stdout; progress to stderr when it is a terminal.
@@ -139,6 +143,7 @@ Exit status:
 	o.Limits.Register(fl)
 	fl.StringVar(&o.BaseURL, "base-url", "", "the provider's endpoint (OpenAI-compatible servers, a local Ollama...)")
 	fl.StringVar(&o.Transcript, "transcript", "", "trace or transcript the replay provider answers from")
+	fl.StringArrayVar(&o.Tools, "tools", nil, "Python `FILE.py` preloaded into every loop's REPL, its functions listed in the prompt (repeatable; added to the task file's tools)")
 	fl.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress on stderr")
 	fl.BoolVarP(&o.Verbose, "verbose", "v", false, "one line on stderr per event (model call, code block, sub-call)")
 	cmdutil.CompleteValues(cmd, "provider", llm.Providers()...)
@@ -159,6 +164,8 @@ type plan struct {
 	maxOutput    int
 	maxConc      int
 	backend      string
+	tools        engine.Tools
+	mcp          []mcpSource
 }
 
 // resolve applies flag > task file > config > default.
@@ -242,6 +249,9 @@ func (o *Options) resolve(cfg config.Config) (*plan, error) {
 		return nil, err
 	}
 	p.maxOutput = rc.MaxOutputChars
+	if p.tools, p.mcp, err = o.tools(tf); err != nil {
+		return nil, err
+	}
 	p.backend = first(o.Backend, cfg.Backend)
 	if err := client.Check(p.backend); err != nil {
 		return nil, err
@@ -322,12 +332,20 @@ func run(ctx context.Context, o *Options) error {
 		}
 	}
 
+	mcpTools, closeMCP, err := connectMCP(ctx, p.mcp)
+	if err != nil {
+		return cmdutil.Usage(err)
+	}
+	defer closeMCP()
+	p.tools.Host = append(p.tools.Host, mcpTools...)
+
 	prog := newProgress(o.F.IO.ErrOut, o.Quiet, o.Verbose)
 	opts := engine.Options{
 		Provider: prov, Model: p.model, SubcallModel: p.subcallModel, Sandbox: factory,
 		Budget: p.budget, CellLimits: p.limits, MaxOutputChars: p.maxOutput, MaxConcurrent: p.maxConc,
 		OnEvent: prog.event,
 		Record:  engine.RunConfig{Provider: p.provider, Extra: extra},
+		Tools:   p.tools,
 	}
 	if trace != nil {
 		opts.Trace = trace
@@ -409,6 +427,8 @@ func exitCode(ctx context.Context, err error) int {
 	switch {
 	case errors.Is(err, engine.ErrBudgetExhausted):
 		return ExitBudget
+	case errors.Is(err, engine.ErrTools):
+		return cmdutil.ExitUsage // the task file's or --tools' fault
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		return ExitInterrupted
 	case cmdutil.Refused(err):

@@ -34,6 +34,11 @@ type TaskFile struct {
 	SubcallModel string     `toml:"subcall_model"`
 	Transcript   string     `toml:"transcript"`
 	Budget       TaskBudget `toml:"budget"`
+	// Tools are Python files preloaded into every loop's REPL, and Tool
+	// the host-side tools (tools.go).
+	Tools []string   `toml:"tools"`
+	Tool  []TaskTool `toml:"tool"`
+	MCP   []TaskMCP  `toml:"mcp"`
 
 	path string
 }
@@ -68,7 +73,7 @@ func LoadTaskFile(path string) (*TaskFile, error) {
 		for i, k := range und {
 			keys[i] = k.String()
 		}
-		return nil, fmt.Errorf("%s: %s: unknown key (task files accept task, context, context_file, context_glob, provider, model, subcall_model, transcript and [budget] max_iterations, max_depth, max_tokens, max_cost_usd, max_time, max_errors)%s",
+		return nil, fmt.Errorf("%s: %s: unknown key (task files accept task, context, context_file, context_glob, provider, model, subcall_model, transcript, tools, [budget] max_iterations, max_depth, max_tokens, max_cost_usd, max_time, max_errors [[tool]] name, description, params, command, url, timeout, max_calls and [[mcp]] name, command, url, tools, prefix, timeout, max_calls)%s",
 			path, keys[0], also(keys))
 	}
 	t.path = path
