@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 
 	"github.com/rlmkit/rlm/core"
@@ -60,6 +61,12 @@ type Attempt struct {
 func (r *Runner) Run(ctx context.Context, t Task) (Outcome, error) {
 	out := Outcome{Task: t}
 	opts := r.Engine
+	// The trace says which task it ran.
+	opts.Record.Extra = maps.Clone(opts.Record.Extra)
+	if opts.Record.Extra == nil {
+		opts.Record.Extra = map[string]string{}
+	}
+	opts.Record.Extra["bench_task"] = t.ID
 	var trace io.WriteCloser
 	if r.TraceTo != nil {
 		w, err := r.TraceTo(t)
