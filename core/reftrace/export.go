@@ -109,6 +109,8 @@ func (x *exporter) node(id int) []Iteration {
 		last     time.Time
 		pending  []ChatCompletion
 		fallback []*engine.Event // rlm_query subcalls answered by one model call, in order
+		seen     int             // the loop's events so far, warnings aside
+		held     []Warning       // warnings before the first turn
 	)
 	flush := func() {
 		if cur == nil {
@@ -124,8 +126,19 @@ func (x *exporter) node(id int) []Iteration {
 		cur = &Iteration{Iteration: len(its) + 1, Timestamp: stamp(ev.Time), Prompt: []Message{},
 			CodeBlocks: []CodeBlock{}, RLM: &IterExt{Iteration: rlmIt, Caller: caller}}
 		began, last = ev.Time, ev.Time
+		cur.RLM.Warnings, held = held, nil
 	}
 	for _, ev := range x.byNode[id] {
+		if ev.Type == engine.EventWarning || ev.Type == engine.EventBudgetWarning {
+			w := Warning{At: seen, Event: *ev}
+			if cur != nil {
+				cur.RLM.Warnings = append(cur.RLM.Warnings, w)
+			} else {
+				held = append(held, w)
+			}
+			continue
+		}
+		seen++
 		switch ev.Type {
 		case engine.EventIteration:
 			caller := "root"
@@ -189,6 +202,10 @@ func (x *exporter) node(id int) []Iteration {
 		}
 	}
 	flush()
+	if len(held) > 0 && len(its) > 0 {
+		last := its[len(its)-1].RLM
+		last.Warnings = append(last.Warnings, held...)
+	}
 	return its
 }
 

@@ -19,8 +19,8 @@
 //
 // rlm's trace has more than the reference's log: usage and latency per
 // model call, the request's model and limits, each block's ending, node
-// numbers, the answer's source, budget warnings. Export keeps all but the
-// warnings in an extra "rlm" key on the objects it writes (the
+// numbers, the answer's source, budget warnings. Export keeps them in an
+// extra "rlm" key on the objects it writes (the
 // reference's readers ignore keys they do not know), so that import gives
 // back the same run. A log written by the reference has no "rlm" keys:
 // import then takes what the log says and derives the rest (the root
@@ -118,6 +118,16 @@ type IterExt struct {
 	LatencyMs float64       `json:"latency_ms,omitempty"`
 	Error     string        `json:"error,omitempty"` // the model call failed
 	Source    string        `json:"answer_source,omitempty"`
+	// Warnings are the loop's warnings (budget, replay) from this turn on,
+	// each with its place among the loop's events.
+	Warnings []Warning `json:"warnings,omitempty"`
+}
+
+// Warning is a warning event and the number of the loop's other events
+// before it.
+type Warning struct {
+	At    int          `json:"at"`
+	Event engine.Event `json:"event"`
 }
 
 // CodeBlock is one block of code and what running it gave.

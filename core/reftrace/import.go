@@ -71,7 +71,8 @@ func Read(r io.Reader) (*Log, error) {
 // loops' iterations, model calls, code blocks, sub-calls and child loops,
 // answers, and run_end.
 func Import(l *Log) []engine.Event {
-	im := &importer{log: l, meta: l.Metadata}
+	im := &importer{log: l, meta: l.Metadata, warnings: map[int][]Warning{}, seen: map[int]int{},
+		parents: map[int]*int{}, depths: map[int]int{}}
 	if im.meta == nil {
 		im.meta = &Metadata{}
 	}
@@ -131,6 +132,12 @@ type importer struct {
 	now    time.Time
 	nodes  int // the highest node number given
 	totals engine.Usage
+	// Warnings waiting for their place in each loop, the loop's events
+	// so far, and where each loop sits.
+	warnings map[int][]Warning
+	seen     map[int]int
+	parents  map[int]*int
+	depths   map[int]int
 }
 
 func (im *importer) add(ev engine.Event) {
@@ -138,7 +145,24 @@ func (im *importer) add(ev engine.Event) {
 		ev.Time = im.now
 	}
 	im.now = ev.Time
+	if ev.Type != engine.EventRunStart && ev.Type != engine.EventRunEnd {
+		im.warn(ev.Node, im.seen[ev.Node])
+		im.seen[ev.Node]++
+	}
 	im.evs = append(im.evs, ev)
+}
+
+// warn adds the warnings of loop node due before its event number at
+// (all of them for -1).
+func (im *importer) warn(node, at int) {
+	ws := im.warnings[node]
+	for len(ws) > 0 && (at < 0 || ws[0].At <= at) {
+		w := ws[0].Event
+		ws = ws[1:]
+		w.Node, w.Parent, w.Depth = node, im.parents[node], im.depths[node]
+		im.evs = append(im.evs, w)
+	}
+	im.warnings[node] = ws
 }
 
 // loop adds the events of one loop and returns its answer.
@@ -147,8 +171,13 @@ func (im *importer) loop(id int, parent *int, depth int, its []Iteration) (strin
 		ev.Node, ev.Parent, ev.Depth = id, parent, depth
 		return ev
 	}
+	im.parents[id], im.depths[id] = parent, depth
+	defer im.warn(id, -1)
 	var answer, source string
 	for i, it := range its {
+		if it.RLM != nil {
+			im.warnings[id] = append(im.warnings[id], it.RLM.Warnings...)
+		}
 		ext := it.RLM
 		if ext == nil {
 			ext = &IterExt{Iteration: i + 1, Caller: "root"}

@@ -15,15 +15,21 @@ import (
 	"github.com/rlmkit/rlm/core/traceview"
 )
 
-// recordings are real traces written by `rlm run --trace` (the examples'
-// transcripts): one with an llm_query, one with four concurrent child
-// loops started by rlm_query.
+// recordings are real traces written by `rlm run --trace`: the
+// examples' transcripts (one with an llm_query, one with four concurrent
+// child loops started by rlm_query) and testdata/paths.jsonl (an
+// rlm_query past the maximum depth, a budget warning, the turns running
+// out and the forced answer; the run of trace/reference.txtar).
 func recordings(t *testing.T) map[string][]engine.Event {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..", "examples")
 	out := map[string][]engine.Event{}
-	for _, name := range []string{"needle", "aggregate"} {
-		evs, rep, err := traceview.ReadFile(filepath.Join(root, name, "transcript.jsonl"))
+	for name, path := range map[string]string{
+		"needle":    filepath.Join(root, "needle", "transcript.jsonl"),
+		"aggregate": filepath.Join(root, "aggregate", "transcript.jsonl"),
+		"paths":     filepath.Join("testdata", "paths.jsonl"),
+	} {
+		evs, rep, err := traceview.ReadFile(path)
 		if err != nil || rep.Incomplete() {
 			t.Fatalf("%s: %v %+v", name, err, rep)
 		}
@@ -50,9 +56,8 @@ func reimport(t *testing.T, data []byte) []engine.Event {
 	return Import(l)
 }
 
-// project is what a trace says, loop by loop, in order: every event but
-// the warnings (the reference's log has no place for them), without the
-// running totals of intermediate events and the times of events the
+// project is what a trace says, loop by loop, in order: every event,
+// without the running totals of intermediate events and the times of events the
 // reference does not stamp. A child loop's end is listed apart, by child:
 // concurrent children end in any order.
 func project(evs []engine.Event) (map[int][]string, map[int]string, string) {
@@ -61,8 +66,6 @@ func project(evs []engine.Event) (map[int][]string, map[int]string, string) {
 	var run string
 	for _, ev := range evs {
 		switch ev.Type {
-		case engine.EventWarning, engine.EventBudgetWarning:
-			continue
 		case engine.EventRunStart:
 			c, _ := json.Marshal(ev.Config)
 			x, _ := json.Marshal(ev.Context)
@@ -78,7 +81,7 @@ func project(evs []engine.Event) (map[int][]string, map[int]string, string) {
 		}
 		ev.Totals = nil
 		ev.Time = ev.Time.Truncate(time.Microsecond) // the reference's precision
-		if ev.Type != engine.EventIteration {
+		if ev.Type != engine.EventIteration && ev.Type != engine.EventWarning && ev.Type != engine.EventBudgetWarning {
 			ev.Time = time.Time{} // not stamped in the reference's log
 		}
 		b, _ := json.Marshal(ev)
