@@ -11,13 +11,27 @@ import (
 	"github.com/rlmkit/rlm/core/llm"
 )
 
+// ErrNoRunStart is the error of a trace without its run_start event
+// (the run's task and configuration), which export needs.
+var ErrNoRunStart = errors.New("the trace has no run_start event: it is not the trace of a run (rlm run --trace FILE writes one)")
+
+// Exportable says whether evs can be exported (nil) or why not.
+func Exportable(evs []engine.Event) error {
+	for _, ev := range evs {
+		if ev.Type == engine.EventRunStart {
+			return nil
+		}
+	}
+	return ErrNoRunStart
+}
+
 // Export writes evs (a trace, as `rlm run --trace` writes it) as the
 // reference's log: the metadata line, then the root loop's iterations;
 // child loops are nested in the sub-calls that started them.
 func Export(w io.Writer, evs []engine.Event) error {
 	x := newExporter(evs)
 	if x.start == nil {
-		return errors.New("the trace has no run_start event: it is not the trace of a run (rlm run --trace FILE writes one)")
+		return ErrNoRunStart
 	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
 	"github.com/rlmkit/rlm/cmd/rlm/cli/modelflags"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/runcmd"
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/bench"
 	"github.com/rlmkit/rlm/core/client"
@@ -226,7 +227,7 @@ func run(ctx context.Context, o *Options) error {
 		if cmdutil.Refused(err) {
 			return cmdutil.Usage(err)
 		}
-		return err
+		return &cmdutil.ExitError{Code: runcmd.ExitSandbox, Err: err}
 	}
 	defer rt.Close()
 	r := &bench.Runner{
@@ -253,7 +254,7 @@ func run(ctx context.Context, o *Options) error {
 		out, err := r.Run(ctx, t)
 		if err != nil {
 			if ctx.Err() != nil {
-				return &cmdutil.ExitError{Code: 130, Err: fmt.Errorf("interrupted after %d of %d tasks", len(outs), len(tasks))}
+				return &cmdutil.ExitError{Code: runcmd.ExitInterrupted, Err: fmt.Errorf("interrupted after %d of %d tasks", len(outs), len(tasks))}
 			}
 			return err
 		}

@@ -48,6 +48,9 @@ reference counts depth differently: its max_depth is rlm's --max-depth + 1.`,
 			if err != nil {
 				return cmdutil.Usage(err)
 			}
+			if err := reftrace.Exportable(evs); err != nil {
+				return cmdutil.Usage(fmt.Errorf("%s: %w", args[0], err))
+			}
 			warnIncomplete(f.IO.ErrOut, args[0], rep)
 			return writeOut(f, out, "rlm_run.jsonl", func(w io.Writer) error { return reftrace.Export(w, evs) })
 		},
