@@ -92,9 +92,13 @@ func (r *Runner) Run(ctx context.Context, t Task) (Outcome, error) {
 	out.Usage = u
 	out.RLM = Attempt{Answer: res.Answer, Calls: u.Calls, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		CostUSD: u.CostUSD, Unpriced: u.UnpricedCalls > 0}
-	if err != nil {
+	switch {
+	case err != nil:
 		out.RLM.Error = err.Error()
-	} else {
+	case res.NoFinal:
+		// As rlm run says (exit 3): the forced reply is no answer.
+		out.RLM.Error = "the turns ran out and the forced answer had no FINAL(...): no answer"
+	default:
 		out.RLM.Score = Score(t, res.Answer)
 	}
 	if r.SkipBaseline {
