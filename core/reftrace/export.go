@@ -137,7 +137,7 @@ func (x *exporter) node(id int) []Iteration {
 	}
 	open := func(ev *engine.Event, rlmIt int, caller string) {
 		flush()
-		cur = &Iteration{Iteration: len(its) + 1, Timestamp: stamp(ev.Time), Prompt: []Message{},
+		cur = &Iteration{Iteration: len(its) + 1, Timestamp: stamp(ev.Time), Prompt: Prompt{},
 			CodeBlocks: []CodeBlock{}, RLM: &IterExt{Iteration: rlmIt, Caller: caller}}
 		began, last = ev.Time, ev.Time
 		cur.RLM.Warnings, held = held, nil

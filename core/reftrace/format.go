@@ -30,7 +30,9 @@
 package reftrace
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/rlmkit/rlm/core/engine"
@@ -95,13 +97,33 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// Prompt is a turn's prompt: its messages.
+type Prompt []Message
+
+// UnmarshalJSON accepts the message list the reference's loop logs, and
+// also a plain string or an object (its RLMIteration declares
+// `prompt: str | dict`), each taken as one user message.
+func (p *Prompt) UnmarshalJSON(b []byte) error {
+	var msgs []Message
+	if err := json.Unmarshal(b, &msgs); err == nil {
+		*p = msgs
+		return nil
+	}
+	t := bytes.TrimSpace(b)
+	if len(t) == 0 || (t[0] != '"' && t[0] != '{') {
+		return fmt.Errorf("a prompt is a list of messages, a string or an object, not %.20s", t)
+	}
+	*p = Prompt{{Role: "user", Content: textOf(b)}}
+	return nil
+}
+
 // Iteration is one model turn (the reference's RLMIteration as its logger
 // writes it).
 type Iteration struct {
 	Type          string      `json:"type,omitempty"`
 	Iteration     int         `json:"iteration"`
 	Timestamp     string      `json:"timestamp"`
-	Prompt        []Message   `json:"prompt"`
+	Prompt        Prompt      `json:"prompt"`
 	Response      string      `json:"response"`
 	CodeBlocks    []CodeBlock `json:"code_blocks"`
 	FinalAnswer   *Final      `json:"final_answer"`

@@ -184,11 +184,39 @@ func TestReadRefusesWhatIsNotALog(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"", "the log is empty"},
 		{"{\"type\":\"metadata\"}\nnot json\n", "line 2 is not JSON"},
-		{"{\"type\":\"iteration\",\"prompt\":\"x\"}\n", "line 1: not a reference iteration"},
+		{"{\"type\":\"iteration\",\"prompt\":5}\n", "line 1: not a reference iteration"},
+		{"{\"type\":\"iteration\",\"code_blocks\":{}}\n", "line 1: not a reference iteration"},
 	} {
 		_, err := Read(strings.NewReader(c.in))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: error %v, want %q", c.in, err, c.want)
 		}
+	}
+}
+
+// A log the reference wrote with a plain string prompt (its types allow
+// one) imports as one user message; a [kind, answer] final answer (older
+// logs) as its answer.
+func TestImportTakesTheReferencesOtherShapes(t *testing.T) {
+	log := `{"type":"iteration","iteration":1,"timestamp":"2026-05-01T10:00:01.5","prompt":"What is 2+2?","response":"4","code_blocks":[],"final_answer":["FINAL","4"],"iteration_time":0.5}`
+	l, err := Read(strings.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := Import(l)
+	var got []string
+	for _, ev := range evs {
+		s := ev.Type
+		if ev.Request != nil {
+			s += fmt.Sprintf(" %v", ev.Request.Messages)
+		}
+		if ev.Answer != "" {
+			s += " " + ev.Answer + " " + ev.Source
+		}
+		got = append(got, s)
+	}
+	want := "run_start|iteration|llm_call [{user What is 2+2?}]|final 4 final|run_end 4 final"
+	if strings.Join(got, "|") != want {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "|"), want)
 	}
 }
