@@ -50,6 +50,7 @@ type Options struct {
 	MaxTime       time.Duration
 	Backend       string
 	TraceDir      string
+	WriteTasks    string
 	Format        string
 	Quiet         bool
 	Changed       func(string) bool
@@ -118,6 +119,7 @@ whose llm_call lines carry caller "root" (the loop's turns) and
 	fl.DurationVar(&o.MaxTime, "max-time", 0, "wall-time cap of each task's RLM run, e.g. 10m (default 30m)")
 	fl.StringVarP(&o.Backend, "backend", "b", "", "what runs the REPL: auto, daemon, native or pyodide (default from config: auto)")
 	fl.StringVar(&o.TraceDir, "trace-dir", "", "write each task's RLM run to DIR/TASK.jsonl (rlm trace show, view, export read them)")
+	fl.StringVar(&o.WriteTasks, "write-tasks", "", "write the generated tasks to DIR (tasks.jsonl and one context file each) and stop: nothing is run")
 	fl.StringVar(&o.Format, "format", "text", "output: text (the table) or json (the table's rows and every task's answers)")
 	fl.BoolVarP(&o.Quiet, "quiet", "q", false, "no line per task on stderr")
 	cmdutil.CompleteValues(cmd, "provider", llm.Providers()...)
@@ -188,6 +190,9 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return cmdutil.Usage(err)
 	}
+	if o.WriteTasks != "" {
+		return writeTasks(o.F.IO.ErrOut, o.WriteTasks, tasks)
+	}
 	cfg, _, err := o.F.Config()
 	if err != nil {
 		return err
@@ -209,10 +214,8 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return cmdutil.Usage(err)
 	}
-	if o.TraceDir != "" {
-		if st, err := os.Stat(o.TraceDir); err != nil || !st.IsDir() {
-			return cmdutil.Usagef("--trace-dir %s is not a directory: create it first", o.TraceDir)
-		}
+	if err := checkDir("--trace-dir", o.TraceDir); err != nil {
+		return err
 	}
 	backend := o.Backend
 	if backend == "" {
@@ -306,4 +309,52 @@ func short(s string) string {
 		return string(r[:159]) + "…"
 	}
 	return s
+}
+
+// checkDir refuses a directory flag naming no directory ("" is unset).
+func checkDir(flag, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return cmdutil.Usagef("%s %s is not a directory: create it first", flag, dir)
+	}
+	return nil
+}
+
+// writeTasks writes the tasks, so that other tools (the reference
+// implementation, another model) can be run on the very same inputs:
+// DIR/tasks.jsonl has one line per task (its question, expected answer
+// and how it is scored) naming its context file, DIR/ID.txt.
+func writeTasks(w io.Writer, dir string, tasks []bench.Task) error {
+	if err := checkDir("--write-tasks", dir); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "tasks.jsonl"))
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	enc.SetEscapeHTML(false)
+	for _, t := range tasks {
+		name := t.ID + ".txt"
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(t.Context), 0o644); err != nil {
+			f.Close()
+			return err
+		}
+		line := struct {
+			bench.Task
+			ContextFile  string `json:"context_file"`
+			ContextChars int    `json:"context_chars"`
+		}{t, name, len(t.Context)}
+		if err := enc.Encode(line); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "wrote %d tasks to %s (tasks.jsonl and their contexts)\n", len(tasks), dir)
+	return nil
 }
