@@ -287,28 +287,18 @@ func run(ctx context.Context, o *Options) error {
 func progress(w io.Writer, o bench.Outcome) {
 	line := fmt.Sprintf("%s: RLM %.3f", o.Task.ID, o.RLM.Score)
 	if o.RLM.Error != "" {
-		line += " (" + short(o.RLM.Error) + ")"
+		line += " (" + o.RLM.Error + ")"
 	}
 	if b := o.Baseline; b != nil {
 		line += fmt.Sprintf(", baseline %.3f", b.Score)
 		if b.Error != "" {
-			line += " (" + short(b.Error) + ")"
+			line += " (" + b.Error + ")"
 		}
 		if b.Cut > 0 {
 			line += fmt.Sprintf(" [context cut by %d characters]", b.Cut)
 		}
 	}
 	fmt.Fprintln(w, line)
-}
-
-// short is an error on one line, at most 160 characters: the JSON output
-// has it whole.
-func short(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > 160 {
-		return string(r[:159]) + "…"
-	}
-	return s
 }
 
 // checkDir refuses a directory flag naming no directory ("" is unset).
