@@ -54,6 +54,7 @@ type Options struct {
 	Format        string
 	Quiet         bool
 	Changed       func(string) bool
+	Limits        cmdutil.LimitFlags
 }
 
 // DefaultSizes span the paper's S-NIAH range, 2^13 to 2^20 characters.
@@ -85,7 +86,8 @@ REPL); the second the baseline's: the same model given the context in its
 prompt, cut to --window tokens (× 4 characters). Tasks depend only on
 (family, size, index, --seed): the same flags give the same tasks.
 
-The provider flags are rlm run's. With --provider replay and a transcript
+The provider, budget and sandbox flags are rlm run's (budgets apply to
+each task's loop). With --provider replay and a transcript
 whose llm_call lines carry caller "root" (the loop's turns) and
 "baseline" (the baseline's answers), bench runs offline, as CI does.`,
 		Example: `  rlm bench --provider openai --model gpt-5-mini --tasks 5
@@ -117,6 +119,7 @@ whose llm_call lines carry caller "root" (the loop's turns) and
 	fl.Float64Var(&o.MaxCost, "max-cost", 0, "cost cap of each task's RLM run in USD (default: none)")
 	fl.Int64Var(&o.MaxTokens, "max-tokens", 0, "token cap of each task's RLM run (default: none)")
 	fl.DurationVar(&o.MaxTime, "max-time", 0, "wall-time cap of each task's RLM run, e.g. 10m (default 30m)")
+	o.Limits.Register(fl)
 	fl.StringVarP(&o.Backend, "backend", "b", "", "what runs the REPL: auto, daemon, native or pyodide (default from config: auto)")
 	fl.StringVar(&o.TraceDir, "trace-dir", "", "write each task's RLM run to DIR/TASK.jsonl (rlm trace show, view, export read them)")
 	fl.StringVar(&o.WriteTasks, "write-tasks", "", "write the generated tasks to DIR (tasks.jsonl and one context file each) and stop: nothing is run")
@@ -217,6 +220,10 @@ func run(ctx context.Context, o *Options) error {
 	if err := checkDir("--trace-dir", o.TraceDir); err != nil {
 		return err
 	}
+	limits := core.Limits{Wall: time.Duration(cfg.Limits.Timeout), MaxOutputBytes: int64(cfg.Limits.MaxOutput)}
+	if err := o.Limits.Apply(cfg.Limits, &limits); err != nil {
+		return cmdutil.Usage(err)
+	}
 	backend := o.Backend
 	if backend == "" {
 		backend = cfg.Backend
@@ -236,7 +243,7 @@ func run(ctx context.Context, o *Options) error {
 	r := &bench.Runner{
 		Engine: engine.Options{
 			Provider: prov, Model: m.Model, SubcallModel: m.SubcallModel, Budget: b,
-			CellLimits:     core.Limits{Wall: time.Duration(cfg.Limits.Timeout), MaxOutputBytes: int64(cfg.Limits.MaxOutput)},
+			CellLimits:     limits,
 			MaxOutputChars: cfg.Run.MaxOutputChars, MaxConcurrent: cfg.Run.MaxConcurrent,
 			Sandbox: func(ctx context.Context, so core.SessionOptions) (core.Session, error) {
 				so.Runtime = "python"
