@@ -49,7 +49,6 @@ func Export(w io.Writer, evs []engine.Event) error {
 		return err
 	}
 	for _, it := range x.node(0) {
-		it.Type = TypeIteration
 		if err := enc.Encode(it); err != nil {
 			return err
 		}
@@ -137,7 +136,7 @@ func (x *exporter) node(id int) []Iteration {
 	}
 	open := func(ev *engine.Event, rlmIt int, caller string) {
 		flush()
-		cur = &Iteration{Iteration: len(its) + 1, Timestamp: stamp(ev.Time), Prompt: Prompt{},
+		cur = &Iteration{Type: TypeIteration, Iteration: len(its) + 1, Timestamp: stamp(ev.Time), Prompt: Prompt{},
 			CodeBlocks: []CodeBlock{}, RLM: &IterExt{Iteration: rlmIt, Caller: caller}}
 		began, last = ev.Time, ev.Time
 		cur.RLM.Warnings, held = held, nil
