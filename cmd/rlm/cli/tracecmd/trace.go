@@ -1,6 +1,8 @@
 // Package tracecmd implements `rlm trace show` (print a run's trace, the
-// JSONL file `rlm run --trace` writes, as a readable tree of loops) and
-// `rlm trace view` (write it as one self-contained HTML page).
+// JSONL file `rlm run --trace` writes, as a readable tree of loops),
+// `rlm trace view` (write it as one self-contained HTML page) and
+// `rlm trace export` / `rlm trace import` (to and from the reference RLM
+// implementation's log).
 package tracecmd
 
 import (
@@ -50,13 +52,17 @@ func NewCmd(f *cmdutil.Factory) *cobra.Command {
 	}
 	show.Flags().BoolVar(&full, "full", false, "print code, outputs and answers whole")
 	show.Flags().IntVar(&lines, "lines", 8, "lines kept of each code block, output and model reply (head and tail)")
-	cmd.AddCommand(show, NewCmdView(f, nil))
+	cmd.AddCommand(show, NewCmdView(f, nil), NewCmdExport(f), NewCmdImport(f))
 	return cmd
 }
 
 // Load reads a JSONL trace, skipping what cannot be read (see
-// [traceview.Scan]); the report says what was skipped.
+// [traceview.Scan]); the report says what was skipped. A log of the
+// reference RLM implementation is read too (see rlm trace import).
 func Load(path string) ([]engine.Event, traceview.Report, error) {
+	if isReferenceLog(path) {
+		return loadReference(path)
+	}
 	return traceview.ReadFile(path)
 }
 
