@@ -252,6 +252,7 @@ func newReference(interp, ext string, slots int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Code           string  `json:"code"`
+			Stdin          string  `json:"stdin"`
 			TimeoutSeconds float64 `json:"timeout_seconds"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
@@ -279,6 +280,7 @@ func newReference(interp, ext string, slots int) http.Handler {
 		cmd := exec.CommandContext(ctx, interp, file)
 		cmd.Dir = dir
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "OUTPUT_DIR=" + dir}
+		cmd.Stdin = strings.NewReader(req.Stdin)
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		start := time.Now()
@@ -304,14 +306,19 @@ func newReference(interp, ext string, slots int) http.Handler {
 }
 
 // floorPy is the floor's worker: a warm Python that forks one child per
-// run, which runs the file as __main__ with its output in a file; the
-// parent answers with the wait status. No sandbox, no limits, no plugin.
-const floorPy = `import os, sys, json
+// run, which runs the file as __main__ with its stdin from a file and its
+// output in a file; the parent waits (killing the child at the request's
+// timeout, if any) and answers with the wait status and whether it timed
+// out. No sandbox, no limits, no plugin.
+const floorPy = `import os, sys, json, select
 r, w = sys.stdin.buffer, sys.stdout.buffer
 for line in r:
     req = json.loads(line)
     pid = os.fork()
     if pid == 0:
+        if req.get("stdin"):
+            fd = os.open(req["stdin"], os.O_RDONLY)
+            os.dup2(fd, 0)
         fd = os.open(req["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
@@ -325,8 +332,15 @@ for line in r:
             code = 1
         sys.stdout.flush()
         os._exit(code)
+    timed_out = 0
+    if req.get("timeout"):
+        pfd = os.pidfd_open(pid)
+        if not select.select([pfd], [], [], req["timeout"])[0]:
+            os.kill(pid, 9)
+            timed_out = 1
+        os.close(pfd)
     _, st = os.waitpid(pid, 0)
-    w.write(b"%d\n" % st)
+    w.write(b"%d %d\n" % (st, timed_out))
     w.flush()
 `
 
@@ -352,7 +366,9 @@ func newFloor(b *testing.B, python string, slots int) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
-			Code string `json:"code"`
+			Code           string  `json:"code"`
+			Stdin          string  `json:"stdin"`
+			TimeoutSeconds float64 `json:"timeout_seconds"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, err.Error(), 400)
@@ -371,8 +387,17 @@ func newFloor(b *testing.B, python string, slots int) http.Handler {
 			http.Error(w, err.Error(), 500)
 			return
 		}
+		job := map[string]any{"path": file, "dir": dir, "out": out, "timeout": req.TimeoutSeconds}
+		if req.Stdin != "" {
+			in := filepath.Join(dir, ".in")
+			if err := os.WriteFile(in, []byte(req.Stdin), 0o644); err != nil {
+				http.Error(w, err.Error(), 500)
+				return
+			}
+			job["stdin"] = in
+		}
 		start := time.Now()
-		line, _ := json.Marshal(map[string]string{"path": file, "dir": dir, "out": out})
+		line, _ := json.Marshal(job)
 		if _, err := wk.in.Write(append(line, '\n')); err != nil {
 			http.Error(w, err.Error(), 500)
 			return
@@ -384,7 +409,10 @@ func newFloor(b *testing.B, python string, slots int) http.Handler {
 		}
 		stdout, _ := os.ReadFile(out)
 		status := "success"
-		if strings.TrimSpace(st) != "0" {
+		switch f := strings.Fields(st); {
+		case len(f) == 2 && f[1] == "1":
+			status = "timeout"
+		case len(f) != 2 || f[0] != "0":
 			status = "error"
 		}
 		w.Header().Set("Content-Type", "application/json")
