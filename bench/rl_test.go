@@ -276,13 +276,12 @@ func BenchmarkRLTraffic(b *testing.B) {
 	cases := rlCases(*rlCount)
 	warmup := rlCases(2 * clients)
 	tallies := make([]rlTally, len(targets))
-	for i, t := range targets {
+	for _, t := range targets {
 		var w rlTally
 		fireCases(t, warmup, clients, &w)
 		if w.lost+w.misjudged > 0 {
 			b.Fatalf("%s while warming up: %d lost, %d misjudged: %s", t.name, w.lost, w.misjudged, w.firstError)
 		}
-		_ = i
 	}
 	b.ResetTimer()
 	for n := 0; n < b.N; n++ {
