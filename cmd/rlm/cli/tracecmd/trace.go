@@ -218,6 +218,16 @@ func (p *printer) node(id int, ind string) {
 			} else if ev.Child != nil {
 				fmt.Fprintf(w, "%sloop %d returned (%s): %s\n", in, *ev.Child, ev.Source, oneLine(ev.Answer, 100))
 			}
+		case engine.EventToolCall:
+			if ev.Error != "" {
+				fmt.Fprintf(w, "%stool %s failed after %.0f ms: %s\n", in, ev.Kind, ev.LatencyMs, ev.Error)
+			} else {
+				fmt.Fprintf(w, "%stool %s (%.0f ms)\n", in, ev.Kind, ev.LatencyMs)
+			}
+			p.text(in+"  ", "args", ev.Prompt)
+			if ev.Error == "" {
+				p.text(in+"  ", "answer", ev.Answer)
+			}
 		case engine.EventBudgetWarning:
 			fmt.Fprintf(w, "%s! budget warning: %s\n", in, ev.Message)
 		case engine.EventWarning:
