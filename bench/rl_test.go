@@ -252,15 +252,7 @@ func BenchmarkRLTraffic(b *testing.B) {
 	const clients, batch = 32, 200
 	exe := realPython(b)
 	slots := runtime.NumCPU()
-	srv, err := server.New(server.Config{Modes: []string{"python"}, Open: pluginOpener(b),
-		MaxConcurrent: slots, Queue: 4096, QueueWait: 5 * time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	sandboxfusion.Mount(srv)
-	rlmTS := httptest.NewServer(srv)
-	defer rlmTS.Close()
+	rlmTS := pythonServer(b, slots)
 	spawnTS := httptest.NewServer(newReference(exe, ".py", slots))
 	defer spawnTS.Close()
 	floorTS := httptest.NewServer(newFloor(b, exe, slots))
@@ -318,15 +310,7 @@ func BenchmarkRLTraffic(b *testing.B) {
 func BenchmarkJudgeBatch(b *testing.B) {
 	const cases, clients = 100, 32
 	slots := runtime.NumCPU()
-	srv, err := server.New(server.Config{Modes: []string{"python"}, Open: pluginOpener(b),
-		MaxConcurrent: slots, Queue: 4096, QueueWait: 5 * time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	sandboxfusion.Mount(srv)
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
+	ts := pythonServer(b, slots)
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 5 * time.Minute}
 	sample := rlPrograms[0]
 	var rcs []rlCase
@@ -374,4 +358,19 @@ func BenchmarkJudgeBatch(b *testing.B) {
 	b.ReportMetric(per(judgeTime), "judge-cases/s/core")
 	b.ReportMetric(per(singleTime), "run_code-cases/s/core")
 	b.ReportMetric(per(judgeTime)/per(singleTime), "judge/run_code")
+}
+
+// pythonServer is rlm serve's handler with the python plugin, slots run
+// slots and a queue no benchmark fills, SandboxFusion's routes mounted;
+// it closes with b.
+func pythonServer(b *testing.B, slots int) *httptest.Server {
+	srv, err := server.New(server.Config{Modes: []string{"python"}, Open: pluginOpener(b),
+		MaxConcurrent: slots, Queue: 4096, QueueWait: 5 * time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sandboxfusion.Mount(srv)
+	ts := httptest.NewServer(srv)
+	b.Cleanup(func() { ts.Close(); srv.Close() })
+	return ts
 }

@@ -194,14 +194,7 @@ func BenchmarkServeFloorRatio(b *testing.B) {
 	const clients, batch = 32, 64
 	exe := realPython(b)
 	slots := runtime.NumCPU()
-	srv, err := server.New(server.Config{Modes: []string{"python"}, Open: pluginOpener(b),
-		MaxConcurrent: slots, Queue: 4096, QueueWait: 5 * time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	rlmTS := httptest.NewServer(srv)
-	defer rlmTS.Close()
+	rlmTS := pythonServer(b, slots)
 	floorTS := httptest.NewServer(newFloor(b, exe, slots))
 	defer floorTS.Close()
 	rlm := newTarget(rlmTS.URL+"/execute", trivial, string(isolate.Strongest()), clients)
