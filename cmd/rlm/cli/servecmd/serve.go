@@ -321,7 +321,7 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	sessionBridges, err := o.sessionBridges(cfg)
+	sessionBridges, runs, err := o.sessionBridges(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -371,6 +371,7 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 		MaxSessions:    st.MaxSessions,
 		WarmSessions:   st.WarmSessions,
 		SessionBridges: sessionBridges,
+		Runs:           runs,
 		Logger:         logger,
 	})
 	if err != nil {
