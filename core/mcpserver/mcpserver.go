@@ -169,6 +169,9 @@ func New(srv *server.Server, o Options) *mcp.Server {
 		Description: "Close a session and free its interpreter. Its session_id is refused afterwards.",
 		Annotations: &mcp.ToolAnnotations{Title: "Close a session", IdempotentHint: false},
 	}, t.sessionClose)
+	if srv.RunsEnabled() {
+		addRunTool(ms, t)
+	}
 	return ms
 }
 

@@ -367,3 +367,7 @@ func first(vals ...string) string {
 	}
 	return ""
 }
+
+// RunsEnabled says whether the server runs RLM loops (Config.Runs), so
+// that a front end offers them only then (MCP's rlm_run).
+func (s *Server) RunsEnabled() bool { return s.cfg.Runs != nil }
