@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,6 +52,11 @@ type RunsConfig struct {
 	Keep time.Duration
 	// Language is the runtime of the loop's REPL (default python).
 	Language string
+	// Priced says whether a cost cap can be enforced for a model (rlm
+	// knows its price, or its provider reports each call's cost): a
+	// request's max_cost_usd is refused for one that is not. Nil: every
+	// model is taken as priced.
+	Priced func(model string) bool
 }
 
 // RunRequest is the body of POST /runs (and rlm_run's arguments).
@@ -197,7 +203,7 @@ func (s *Server) runOptions(req *RunRequest) (engine.Options, *core.Context, *AP
 	if strings.TrimSpace(req.Task) == "" {
 		return o, nil, badField("task", "is required: the question or task the model works on")
 	}
-	lang := Canonical(first(rc.Language, "python"))
+	lang := Canonical(cmp.Or(rc.Language, "python"))
 	if _, ok := s.slots[lang]; !ok {
 		return o, nil, apiErr(http.StatusNotImplemented, CodeRunsDisabled,
 			"runs need the "+lang+" runtime for their REPL, and this server does not serve it: its operator adds it to --mode")
@@ -218,7 +224,7 @@ func (s *Server) runOptions(req *RunRequest) (engine.Options, *core.Context, *AP
 	}
 	o = engine.Options{
 		Provider:         &countedProvider{Provider: lm.Provider, max: lm.Budget.MaxCalls},
-		Model:            first(req.Model, lm.Model),
+		Model:            cmp.Or(req.Model, lm.Model),
 		Sandbox:          s.runSandbox(lang),
 		Budget:           b,
 		CellLimits:       s.sessionLimits(),
@@ -227,7 +233,7 @@ func (s *Server) runOptions(req *RunRequest) (engine.Options, *core.Context, *AP
 		MaxTokensPerCall: lm.Budget.MaxCallTokens,
 		Record:           engine.RunConfig{Provider: lm.ProviderName, Extra: map[string]string{"via": "rlm serve"}},
 	}
-	o.SubcallModel = first(req.SubcallModel, req.Model, lm.Model)
+	o.SubcallModel = cmp.Or(req.SubcallModel, req.Model, lm.Model)
 	return o, c, nil
 }
 
@@ -282,8 +288,12 @@ func (s *Server) runBudget(req *RunRequest) (engine.Budget, *APIError) {
 		if caps.MaxCostUSD > 0 && *v > caps.MaxCostUSD {
 			return b, badField("max_cost_usd", "$%g is over this server's cap of $%g a run: ask for less, or ask the operator for a larger --max-cost", *v, caps.MaxCostUSD)
 		}
-		if _, ok := llm.LookupPrice(first(req.Model, rc.LLM.Model)); !ok && rc.LLM.ProviderName != "replay" && rc.LLM.ProviderName != "claude-code" {
-			return b, badField("max_cost_usd", "cannot be enforced: the server knows no price for model %q (its operator adds one under [pricing] in rlm.toml)", first(req.Model, rc.LLM.Model))
+		if rc.Priced != nil {
+			for _, m := range []string{cmp.Or(req.Model, rc.LLM.Model), cmp.Or(req.SubcallModel, req.Model, rc.LLM.Model)} {
+				if !rc.Priced(m) {
+					return b, badField("max_cost_usd", "cannot be enforced: the server knows no price for model %q (its operator adds one under [pricing] in rlm.toml); drop max_cost_usd", m)
+				}
+			}
 		}
 		b.MaxCostUSD = *v
 	}
@@ -357,15 +367,6 @@ func (p *countedProvider) Complete(ctx context.Context, req llm.Request) (llm.Re
 		return llm.Response{}, fmt.Errorf("this run's budget of %d model calls is used up (the server's --max-calls): ask the operator for a larger one", p.max)
 	}
 	return p.Provider.Complete(ctx, req)
-}
-
-func first(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // RunsEnabled says whether the server runs RLM loops (Config.Runs), so

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
+	"github.com/rlmkit/rlm/cmd/rlm/cli/modelflags"
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/config"
 	"github.com/rlmkit/rlm/core/engine"
@@ -33,6 +34,9 @@ func (o *Options) sessionBridges(cfg config.Config) (bridges func(model string) 
 		Defaults: engine.Budget{MaxIterations: rc.MaxIterations, MaxDepth: rc.MaxDepth, MaxErrors: rc.MaxErrors,
 			MaxTime: time.Duration(rc.MaxTime)},
 		MaxOutputChars: rc.MaxOutputChars,
+		Priced: func(model string) bool {
+			return modelflags.CheckPriced(sl.ProviderName, 1, model) == nil
+		},
 	}
 	return sl.Bridges, runs, nil
 }
