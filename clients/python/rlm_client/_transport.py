@@ -23,6 +23,8 @@ def _server_error(e: urllib.error.HTTPError, base_url: str) -> ServerError:
         code, message = err.get("code", ""), err.get("message", message)
     except (ValueError, KeyError, TypeError):
         pass
+    if e.code == 404 and code == "not_found":
+        message += " (this rlm serve predates runs: upgrade it)"
     return ServerError("rlm serve at %s refused the run (HTTP %d %s): %s" % (base_url, e.code, code, message), e.code, code)
 
 

@@ -105,6 +105,11 @@ class RLM:
                 "RLM(environment=%r): rlm runs the model's code in its own sandbox (the server's isolation); environment is ignored" % environment,
                 stacklevel=2,
             )
+        if max_depth < 1:
+            raise ValueError(
+                "RLM(max_depth=%r): the reference answers with a plain model call, no REPL, below 1; rlm runs every completion as an RLM loop: "
+                "use max_depth=1 (no recursion) or more" % max_depth
+            )
         if other_backends is not None and len(other_backends) != 1:
             raise ValueError("other_backends: give one backend, the model answering sub-calls (as the reference allows)")
         self.backend = backend
@@ -128,7 +133,9 @@ class RLM:
             self._transport = SpawnTransport(rlm_path, backend, self.backend_kwargs)
 
     def _body(self, prompt: Any, root_prompt: Optional[str]) -> Dict[str, Any]:
-        body: Dict[str, Any] = {"task": root_prompt or DEFAULT_TASK, "context": prompt, "max_depth": self.max_depth, "max_iterations": self.max_iterations}
+        # The reference's max_depth counts the root: 1 is a root whose
+        # rlm_query is a plain model call, which is rlm's max_depth 0.
+        body: Dict[str, Any] = {"task": root_prompt or DEFAULT_TASK, "context": prompt, "max_depth": self.max_depth - 1, "max_iterations": self.max_iterations}
         model = self.backend_kwargs.get("model_name")
         if model:
             body["model"] = model
