@@ -26,9 +26,11 @@ import (
 // what `rlm serve --provider` gives its sessions): a request may only
 // name one of the models the operator allows. The loop's REPL sessions
 // are the server's sessions (same runtime, limits, isolation), and each
-// code block takes a run slot as a session cell does, so runs share the
+// root code block takes a run slot as a session cell does, so runs share the
 // slots and queue with everything else; waiting for the model takes none.
 // A run's budget is the request's, each part capped by the operator's.
+// (A child loop's blocks run on the slot of the root's block that waits
+// for it: see runSandbox.)
 
 // RunsConfig lets a Server run RLM loops. Nil Config.Runs: POST /runs is
 // answered 501, saying how the operator turns runs on.
@@ -314,9 +316,15 @@ func (s *Server) runBudget(req *RunRequest) (engine.Budget, *APIError) {
 }
 
 // runSandbox opens the loop's REPL sessions as POST /sessions opens one
-// (the server's runtime, limits and isolation), and makes each of their
-// code blocks take a run slot, as a session cell does.
+// (the server's runtime, limits and isolation). The root loop's blocks
+// each take a run slot, as a session cell does. A child loop (rlm_query)
+// runs while the root's block waits for it, on the slot that block holds:
+// were its blocks to wait for a slot of their own, a server with one slot
+// would have the child wait for its parent, which waits for the child. So
+// the first session a run opens (the root's) is slotted, the others not.
+// One factory serves one run.
 func (s *Server) runSandbox(lang string) core.SandboxFactory {
+	var opened atomic.Int64
 	return func(ctx context.Context, so core.SessionOptions) (core.Session, error) {
 		so.Runtime = lang
 		sess, err := withRuntime(ctx, s.slots[lang], func(rt *client.Runtime) (core.Session, error) {
@@ -324,6 +332,9 @@ func (s *Server) runSandbox(lang string) core.SandboxFactory {
 		})
 		if err != nil {
 			return nil, err
+		}
+		if opened.Add(1) > 1 {
+			return sess, nil
 		}
 		return &slottedSession{Session: sess, s: s}, nil
 	}

@@ -91,3 +91,29 @@ func TestRunClientGoneCancels(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A child loop (rlm_query from a block) runs its blocks while the root's
+// block waits for it, on the slot that block holds: on a server with one
+// slot, a child that waited for another would wait until the run's time
+// ran out.
+func TestRunChildOnOneSlot(t *testing.T) {
+	fake := llmtest.NewOpenAIServer(t, func(r llmtest.ChatRequest) string {
+		if r.System == "" {
+			return "plain: " + r.LastUser()
+		}
+		return []string{"```repl\nx = rlm_query('sub')\nprint(x)\n```", "FINAL_VAR(x)"}[min(r.Turn(), 1)]
+	}, llmtest.WithAPIKey("k"))
+	prov, err := llm.New("openai", llm.Options{BaseURL: fake.BaseURL(), APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, _ := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, nil), MaxConcurrent: 1,
+		Runs: &server.RunsConfig{LLM: &engine.SessionLLM{Provider: prov, ProviderName: "openai", Model: "m"}}})
+	r := call(t, "POST", url+"/runs", `{"task": "t", "max_depth": 1, "max_time_seconds": 60, "stream": false}`)
+	if r.status != 200 || r.body["status"] != "succeeded" || r.body["answer"] != "plain: sub" {
+		t.Fatalf("got %d %s", r.status, r.raw)
+	}
+	if u := r.body["usage"].(map[string]any); u["max_depth_reached"] != 1.0 {
+		t.Fatalf("no child loop ran: %s", r.raw)
+	}
+}
