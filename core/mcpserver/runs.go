@@ -34,6 +34,15 @@ type RunInput struct {
 	MaxTimeSeconds *float64 `json:"max_time_seconds,omitempty" jsonschema:"wall-time cap of the whole run in seconds (at most the server's)"`
 }
 
+// runInstructions adds rlm_run to the server's instructions when it is
+// offered.
+func runInstructions(srv *server.Server) string {
+	if !srv.RunsEnabled() {
+		return ""
+	}
+	return " For a question about a context too large to read (a long document, a log, many files' text), rlm_run has the server's model answer it with a Recursive Language Model: it explores the context with code and sub-queries, and returns the answer and its usage."
+}
+
 func addRunTool(ms *mcp.Server, t *tools) {
 	yes := true
 	mcp.AddTool(ms, &mcp.Tool{

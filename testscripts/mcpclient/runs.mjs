@@ -51,6 +51,7 @@ async function main() {
   const client = new Client({ name: "rlm-test", version: "1.0.0" });
   await client.connect(transport);
 
+  check("the instructions name rlm_run", client.getInstructions()?.includes("rlm_run has the server's model answer it"), client.getInstructions());
   const { tools } = await client.listTools();
   const rt = tools.find((t) => t.name === "rlm_run");
   check("rlm_run is listed", rt && ["task", "context", "model", "max_iterations", "max_time_seconds"].every((a) => rt.inputSchema.properties[a]?.description), tools.map((t) => t.name));
