@@ -233,7 +233,7 @@ func (s *Server) runOptions(req *RunRequest) (engine.Options, *core.Context, *AP
 		MaxOutputChars:   rc.MaxOutputChars,
 		MaxConcurrent:    lm.MaxConcurrent,
 		MaxTokensPerCall: lm.Budget.MaxCallTokens,
-		Record:           engine.RunConfig{Provider: lm.ProviderName, Extra: map[string]string{"via": "rlm serve"}},
+		Record:           engine.RunConfig{Provider: lm.ProviderName, Extra: map[string]string{"via": "server"}},
 	}
 	o.SubcallModel = cmp.Or(req.SubcallModel, req.Model, lm.Model)
 	return o, c, nil
