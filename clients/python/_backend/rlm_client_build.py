@@ -13,6 +13,7 @@ exactly the simple `key = "value"` lines that table uses.
 
 import base64
 import hashlib
+import io
 import os
 import tarfile
 import zipfile
@@ -135,6 +136,10 @@ def build_sdist(sdist_directory, config_settings=None):
     base = "%s-%s" % (_dist_name(project), project["version"])
     name = base + ".tar.gz"
     with tarfile.open(os.path.join(sdist_directory, name), "w:gz") as t:
+        info = _metadata(project).encode("utf-8")
+        ti = tarfile.TarInfo(base + "/PKG-INFO")
+        ti.size = len(info)
+        t.addfile(ti, io.BytesIO(info))
         for rel in ["pyproject.toml", "README.md", "_backend/rlm_client_build.py"] + [p for p, _ in _files()]:
             t.add(os.path.join(ROOT, rel), arcname=base + "/" + rel)
     return name
