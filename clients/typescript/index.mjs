@@ -125,6 +125,7 @@ export class RLM {
     const handle = (line) => {
       if (!line.trim()) return;
       const ev = JSON.parse(line);
+      if (ev.type === "heartbeat") return; // the server keeping a quiet stream open
       if (ev.type === "run") this.run_id = ev.run_id;
       else if (ev.type === "result") final = ev;
       else {

@@ -52,6 +52,11 @@ type RunsConfig struct {
 	// Keep is how long a finished run stays readable (GET /runs/{id})
 	// (default 10 min).
 	Keep time.Duration
+	// Heartbeat is the quiet spell after which a run's stream gets a line
+	// {"type": "heartbeat"}, so that proxies and clients with an idle
+	// timeout (nginx's is 60 s) keep it through a long model call
+	// (default 15 s).
+	Heartbeat time.Duration
 	// Language is the runtime of the loop's REPL (default python).
 	Language string
 	// Priced says whether a cost cap can be enforced for a model (rlm

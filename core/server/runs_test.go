@@ -117,3 +117,51 @@ func TestRunChildOnOneSlot(t *testing.T) {
 		t.Fatalf("no child loop ran: %s", r.raw)
 	}
 }
+
+// A stream that is quiet (here a model call that waits until the test has
+// read a heartbeat) gets heartbeat lines, so that idle timeouts on the way
+// keep it open, and then the rest of the run.
+func TestRunStreamHeartbeat(t *testing.T) {
+	release := make(chan struct{})
+	fake := llmtest.NewOpenAIServer(t, func(r llmtest.ChatRequest) string {
+		if r.System == "" {
+			select {
+			case <-release:
+			case <-time.After(60 * time.Second): // no heartbeat came: the test fails below
+			}
+			return "late"
+		}
+		return []string{"```repl\nx = llm_query('wait')\n```", "FINAL_VAR(x)"}[min(r.Turn(), 1)]
+	}, llmtest.WithAPIKey("k"))
+	prov, err := llm.New("openai", llm.Options{BaseURL: fake.BaseURL(), APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, _ := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, nil), MaxConcurrent: 2,
+		Runs: &server.RunsConfig{LLM: &engine.SessionLLM{Provider: prov, ProviderName: "openai", Model: "m"}, Heartbeat: 50 * time.Millisecond}})
+	resp, err := http.Post(url+"/runs", "application/json", strings.NewReader(`{"task": "t"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var types []string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatal(err)
+		}
+		typ := ev["type"].(string)
+		if typ == "heartbeat" && len(types) > 0 && types[len(types)-1] == "subcall" {
+			close(release) // the llm_query was quiet; it may answer now
+		}
+		types = append(types, typ)
+		if typ == "result" && ev["status"] != "succeeded" {
+			t.Fatalf("result: %s", sc.Bytes())
+		}
+	}
+	got := strings.Join(types, " ")
+	if !strings.Contains(got, "subcall heartbeat") || !strings.HasSuffix(got, "run_end result") {
+		t.Fatalf("stream: %s", got)
+	}
+}

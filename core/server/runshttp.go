@@ -73,12 +73,22 @@ func (s *Server) streamRun(w http.ResponseWriter, ctx context.Context, run *Run)
 		RunStatus
 	}{"run", run.Status()})
 	_ = rc.Flush()
-	err := run.Follow(ctx, func(ev engine.Event) error {
+	// A line of type heartbeat after each quiet spell (a long model call),
+	// so that a proxy or client with an idle timeout keeps the stream.
+	heartbeat := func() error {
+		if err := enc.Encode(struct {
+			Type string `json:"type"`
+		}{"heartbeat"}); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	err := run.follow(ctx, func(ev engine.Event) error {
 		if err := enc.Encode(ev); err != nil {
 			return err
 		}
 		return rc.Flush()
-	})
+	}, s.runHeartbeat(), heartbeat)
 	if err != nil {
 		return // the client went away: its run is cancelled with its context
 	}
@@ -131,4 +141,12 @@ func (s *Server) handleRunCancel(w http.ResponseWriter, r *http.Request, id stri
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	writeJSON(w, http.StatusOK, run.Wait(ctx))
+}
+
+// runHeartbeat is the quiet spell after which a stream gets a heartbeat.
+func (s *Server) runHeartbeat() time.Duration {
+	if h := s.cfg.Runs.Heartbeat; h > 0 {
+		return h
+	}
+	return 15 * time.Second
 }

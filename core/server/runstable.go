@@ -149,6 +149,18 @@ func (r *Run) statusLocked() RunStatus {
 // happen, until the run has ended and every event was given (it returns
 // nil), ctx ends, or fn fails (it returns their error).
 func (r *Run) Follow(ctx context.Context, fn func(engine.Event) error) error {
+	return r.follow(ctx, fn, 0, nil)
+}
+
+// follow is Follow calling idle after every quiet period of every (when
+// positive) in which the run emitted nothing.
+func (r *Run) follow(ctx context.Context, fn func(engine.Event) error, every time.Duration, idle func() error) error {
+	var tick <-chan time.Time
+	if every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tick = t.C
+	}
 	next := 0
 	for {
 		r.mu.Lock()
@@ -169,6 +181,10 @@ func (r *Run) Follow(ctx context.Context, fn func(engine.Event) error) error {
 		}
 		select {
 		case <-changed:
+		case <-tick:
+			if err := idle(); err != nil {
+				return err
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}

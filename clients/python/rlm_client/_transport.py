@@ -67,6 +67,8 @@ class HTTPTransport:
                     continue
                 ev = json.loads(line)
                 kind = ev.get("type")
+                if kind == "heartbeat":
+                    continue  # the server keeping a quiet stream open
                 if kind == "run":
                     self.run_id = ev.get("run_id")
                 elif kind == "result":
