@@ -158,8 +158,7 @@ func (s *Server) StartRun(ctx context.Context, req *RunRequest) (*Run, error) {
 }
 
 func (s *Server) startRun(ctx context.Context, req *RunRequest) (*Run, *APIError) {
-	rc := s.cfg.Runs
-	if rc == nil {
+	if s.cfg.Runs == nil {
 		return nil, runsOff()
 	}
 	opts, c, e := s.runOptions(req)
@@ -169,10 +168,11 @@ func (s *Server) startRun(ctx context.Context, req *RunRequest) (*Run, *APIError
 	if s.draining.Load() {
 		return nil, &APIError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down", RetryAfter: 1}
 	}
-	run, ok := s.runs().add(req.Task, opts.Model, opts.SubcallModel)
+	table := s.runs()
+	run, ok := table.add(req.Task, opts.Model, opts.SubcallModel)
 	if !ok {
 		return nil, &APIError{Status: http.StatusTooManyRequests, Code: CodeTooManyRuns, RetryAfter: s.retryAfter(),
-			Message: fmt.Sprintf("the server already has its maximum of %d runs in progress: wait for one to end, or cancel one (POST /runs/{id}/cancel)", rc.MaxRuns)}
+			Message: fmt.Sprintf("the server already has its maximum of %d runs in progress: wait for one to end, or cancel one (POST /runs/{id}/cancel)", table.max)}
 	}
 	opts.OnEvent = run.record
 	eng, err := engine.New(opts)

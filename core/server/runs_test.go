@@ -165,3 +165,40 @@ func TestRunStreamHeartbeat(t *testing.T) {
 		t.Fatalf("stream: %s", got)
 	}
 }
+
+// Runs in progress are bounded (RunsConfig.MaxRuns): one more is 429
+// too_many_runs, saying what to do; once one ends there is room again.
+func TestRunsBounded(t *testing.T) {
+	release := make(chan struct{})
+	fake := llmtest.NewOpenAIServer(t, func(r llmtest.ChatRequest) string {
+		if r.System == "" {
+			select {
+			case <-release:
+			case <-time.After(120 * time.Second):
+			}
+			return "done"
+		}
+		return []string{"```repl\nx = llm_query('wait')\n```", "FINAL_VAR(x)"}[min(r.Turn(), 1)]
+	}, llmtest.WithAPIKey("k"))
+	prov, err := llm.New("openai", llm.Options{BaseURL: fake.BaseURL(), APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, srv := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, nil), MaxConcurrent: 2,
+		Runs: &server.RunsConfig{LLM: &engine.SessionLLM{Provider: prov, ProviderName: "openai", Model: "m"}, MaxRuns: 1}})
+	first, err := srv.StartRun(context.Background(), &server.RunRequest{Task: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := call(t, "POST", url+"/runs", `{"task": "t2"}`)
+	if r.status != 429 || r.errCode() != "too_many_runs" || !strings.Contains(r.errMsg(), "its maximum of 1 runs in progress: wait for one to end, or cancel one") {
+		t.Fatalf("a second run: %d %s", r.status, r.raw)
+	}
+	close(release)
+	if st := first.Wait(context.Background()); st.Status != server.RunSucceeded || st.Answer != "done" {
+		t.Fatalf("the first run: %+v", st)
+	}
+	if r := call(t, "POST", url+"/runs", `{"task": "t3", "stream": false}`); r.status != 200 || r.body["status"] != "succeeded" {
+		t.Fatalf("a run after it: %d %s", r.status, r.raw)
+	}
+}
