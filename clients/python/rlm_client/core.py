@@ -126,6 +126,7 @@ class RLM:
         self.on_subcall_start = on_subcall_start
         self.on_event = on_event
         self.keep_events = keep_events
+        self._model = self.backend_kwargs.get("model_name", "")
         self.base_url = base_url or os.environ.get("RLM_URL") or None
         if self.base_url:
             self._transport = HTTPTransport(self.base_url, token or os.environ.get("RLM_TOKEN"), timeout)
@@ -196,8 +197,10 @@ class RLM:
         kind, depth = ev.get("type"), ev.get("depth", 0)
         if kind == "iteration" and self.on_iteration_start:
             self.on_iteration_start(depth, ev.get("iteration", 0))
-        if kind == "subcall" and self.on_subcall_start:
-            self.on_subcall_start(depth, ev.get("kind", ""), (ev.get("prompt") or "")[:80])
+        if kind == "subcall" and ev.get("kind") == "rlm_query" and self.on_subcall_start:
+            # As the reference: a child RLM starts, at the child's depth,
+            # with the model that drives it (the run's).
+            self.on_subcall_start(depth + 1, self._model, (ev.get("prompt") or "")[:80])
         if self.on_event:
             self.on_event(ev)
         if self.verbose:

@@ -81,6 +81,13 @@ class TestResult(unittest.TestCase):
         again = RLMChatCompletion.from_dict(res.to_dict())
         self.assertEqual(again.usage_summary.total_input_tokens, 3)
 
+    def test_a_child_start_is_reported_as_the_reference_does(self):
+        seen = []
+        evs = [{"type": "subcall", "depth": 0, "kind": "llm_query", "prompt": "q"},
+               {"type": "subcall", "depth": 0, "kind": "rlm_query", "prompt": "sub-task", "child": 1}]
+        rlm(OK, evs, backend_kwargs={"model_name": "m"}, on_subcall_start=lambda d, m, p: seen.append((d, m, p))).completion("c")
+        self.assertEqual(seen, [(1, "m", "sub-task")])
+
     def test_an_unpriced_call_has_no_cost(self):
         st = dict(OK, usage=dict(OK["usage"], unpriced_calls=1))
         self.assertIsNone(rlm(st).completion("c").usage_summary.total_cost)
