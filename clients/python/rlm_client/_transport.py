@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from typing import Any, Callable, Dict, List, Optional
@@ -148,29 +149,54 @@ class SpawnTransport:
         with tempfile.TemporaryDirectory(prefix="rlm-client-") as tmp:
             trace = os.path.join(tmp, "run.jsonl")
             args += ["--trace", trace]
-            try:
-                self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-            except FileNotFoundError:
-                raise RLMError(
-                    "cannot run %r: rlm is not installed or not on PATH (give RLM(rlm_path=...), or RLM(base_url=...) to use a running rlm serve)" % self.rlm_path,
-                    "server",
-                ) from None
-            out, err = self.proc.communicate(stdin)
-            code = self.proc.returncode
-            events: List[Event] = []
-            if os.path.exists(trace):
-                with open(trace, encoding="utf-8") as f:
-                    events = [json.loads(line) for line in f if line.strip()]
-        for ev in events:
-            on_event(ev)
+            with open(os.path.join(tmp, "out"), "w+b") as out_f, open(os.path.join(tmp, "err"), "w+b") as err_f:
+                try:
+                    self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=out_f, stderr=err_f, env=env)
+                except FileNotFoundError:
+                    raise RLMError(
+                        "cannot run %r: rlm is not installed or not on PATH (give RLM(rlm_path=...), or RLM(base_url=...) to use a running rlm serve)" % self.rlm_path,
+                        "server",
+                    ) from None
+                if stdin is not None:
+                    self.proc.stdin.write(stdin)
+                self.proc.stdin.close()
+                events = self._follow(trace, on_event)
+                code = self.proc.returncode
+                out_f.seek(0)
+                err_f.seek(0)
+                out, err = out_f.read(), err_f.read()
         try:
             res = json.loads(out)
         except ValueError:
             raise RLMError("`rlm run` failed (exit status %d): %s" % (code, err.decode("utf-8", "replace").strip()), "usage" if code == 2 else "internal") from None
         return status_from_run(res, code, events)
 
+    def _follow(self, trace: str, on_event: Callable[[Event], None]) -> List[Event]:
+        """Gives the trace's events to on_event as rlm writes them (each
+        line is written whole), until rlm has exited and the trace is read."""
+        events: List[Event] = []
+        pos, partial = 0, b""
+        while True:
+            exited = self.proc.poll() is not None
+            if os.path.exists(trace):
+                with open(trace, "rb") as f:
+                    f.seek(pos)
+                    data = f.read()
+                pos += len(data)
+                lines = (partial + data).split(b"\n")
+                partial = lines.pop()
+                for line in lines:
+                    if line.strip():
+                        ev = json.loads(line)
+                        events.append(ev)
+                        on_event(ev)
+            if exited:
+                return events
+            time.sleep(0.02)
+
     def cancel(self) -> None:
         if self.proc and self.proc.poll() is None:
+            # rlm run ends its run on SIGTERM as on Ctrl-C (exit 130).
             self.proc.terminate()
 
 
