@@ -150,3 +150,17 @@ func (s *Server) runHeartbeat() time.Duration {
 	}
 	return 15 * time.Second
 }
+
+// RunList is the body of GET /runs.
+type RunList struct {
+	Runs []RunStatus `json:"runs"`
+}
+
+func (s *Server) handleRunList(w http.ResponseWriter, _ *http.Request) {
+	runs, err := s.Runs()
+	if err != nil {
+		writeError(w, err.(*APIError))
+		return
+	}
+	writeJSON(w, http.StatusOK, RunList{Runs: runs})
+}

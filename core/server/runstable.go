@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -319,4 +320,26 @@ func (s *Server) DeleteRun(id string) (*Run, error) {
 
 func runNotFound(id string) *APIError {
 	return apiErr(http.StatusNotFound, CodeRunNotFound, "no run "+id+": it never existed, was deleted, or ended more than the server keeps runs for")
+}
+
+// Runs lists the runs in progress and those ended a short while ago,
+// oldest first (GET /runs).
+func (s *Server) Runs() ([]RunStatus, error) {
+	if s.cfg.Runs == nil {
+		return nil, runsOff()
+	}
+	t := s.runs()
+	t.mu.Lock()
+	t.pruneLocked()
+	runs := make([]*Run, 0, len(t.byID))
+	for _, r := range t.byID {
+		runs = append(runs, r)
+	}
+	t.mu.Unlock()
+	out := make([]RunStatus, 0, len(runs))
+	for _, r := range runs {
+		out = append(out, r.Status())
+	}
+	slices.SortFunc(out, func(a, b RunStatus) int { return a.Created.Compare(b.Created) })
+	return out, nil
 }

@@ -345,7 +345,13 @@ func (s *Server) route(r *http.Request) (string, http.HandlerFunc) {
 			s.handleSessionInterrupt(w, r, parts[1])
 		})
 	case p == "/runs":
-		return allow("/runs", "POST", s.handleRunCreate)
+		return allow("/runs", "GET,POST", func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				s.handleRunCreate(w, r)
+				return
+			}
+			s.handleRunList(w, r)
+		})
 	case len(parts) == 2 && parts[0] == "runs" && parts[1] != "":
 		return allow("/runs/{id}", "GET,DELETE", func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodDelete {

@@ -71,7 +71,7 @@ POST /sessions/{id}/execute, GET /sessions/{id}/variables/{name},
 DELETE /sessions/{id}, GET /metrics (Prometheus), GET /openapi.json,
 and MCP over streamable HTTP at /mcp (tools run_code, list_runtimes and
 session_*; see docs/mcp.md). With a model (--provider), also RLM runs:
-POST /runs streams a run's events as NDJSON, GET /runs/{id},
+POST /runs streams a run's events as NDJSON, GET /runs, GET /runs/{id},
 GET /runs/{id}/events, POST /runs/{id}/cancel, DELETE /runs/{id}, and the
 MCP tool rlm_run.
 
