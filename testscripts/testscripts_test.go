@@ -168,6 +168,10 @@ func params(dir string) testscript.Params {
 			// model scripts (llm_cmds_test.go)
 			"fakellm":  cmdFakeLLM,
 			"llmcalls": cmdLLMCalls,
+			// run scripts (runs_cmds_test.go)
+			"fakerlm":    cmdFakeRLM,
+			"httpstream": cmdHTTPStream,
+			"waitline":   cmdWaitLine,
 		},
 	}
 }

@@ -128,7 +128,7 @@ func New(srv *server.Server, o Options) *mcp.Server {
 	}
 	ms := mcp.NewServer(&mcp.Implementation{Name: "rlm", Title: "rlm code sandbox", Version: o.Version}, &mcp.ServerOptions{
 		Logger:       o.Logger,
-		Instructions: instructions(srv.Modes(), sessionModes(srv)),
+		Instructions: instructions(srv.Modes(), sessionModes(srv)) + runInstructions(srv),
 	})
 	t := &tools{srv: srv}
 	yes := true
@@ -169,6 +169,9 @@ func New(srv *server.Server, o Options) *mcp.Server {
 		Description: "Close a session and free its interpreter. Its session_id is refused afterwards.",
 		Annotations: &mcp.ToolAnnotations{Title: "Close a session", IdempotentHint: false},
 	}, t.sessionClose)
+	if srv.RunsEnabled() {
+		addRunTool(ms, t)
+	}
 	return ms
 }
 

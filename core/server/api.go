@@ -127,18 +127,26 @@ func (s *Server) sessionSpec(req *SessionRequest) (string, *core.Context, *APIEr
 	if e := s.checkSessionModel(req.Model); e != nil {
 		return lang, nil, e
 	}
-	if len(req.Context) == 0 || string(req.Context) == "null" {
-		return lang, nil, nil
+	c, e := requestContext(req.Context)
+	return lang, c, e
+}
+
+// requestContext is a request's context field as the REPL gets it: a JSON
+// string as text, any other JSON value decoded by the runtime, nothing
+// for null or absent (POST /sessions and POST /runs).
+func requestContext(raw json.RawMessage) (*core.Context, *APIError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
 	}
 	var text string
-	if json.Unmarshal(req.Context, &text) == nil {
-		return lang, &core.Context{Data: []byte(text), Kind: "text"}, nil
+	if json.Unmarshal(raw, &text) == nil {
+		return &core.Context{Data: []byte(text), Kind: "text"}, nil
 	}
 	// The runtime decodes the JSON itself; 1e999 would become infinity.
-	if err := jsontext.Finite("field context", req.Context); err != nil {
-		return lang, nil, apiErr(http.StatusBadRequest, CodeBadField, err.Error())
+	if err := jsontext.Finite("field context", raw); err != nil {
+		return nil, apiErr(http.StatusBadRequest, CodeBadField, err.Error())
 	}
-	return lang, &core.Context{Data: req.Context, Kind: "json"}, nil
+	return &core.Context{Data: raw, Kind: "json"}, nil
 }
 
 // openSession opens the session reserved as id, with req's env and

@@ -111,6 +111,9 @@ type Config struct {
 	// Runtimes are connections already opened (by OpenModes); the server
 	// takes them over instead of launching its own.
 	Runtimes map[string]*client.Runtime
+	// Runs, when set, lets the server run RLM loops (POST /runs, see
+	// runs.go); nil refuses them.
+	Runs *RunsConfig
 }
 
 // Server is the handler. Create it with New; Close it to end every session
@@ -124,6 +127,7 @@ type Server struct {
 	metrics  *metrics
 	// mounts are handlers added with Handle, by exact path.
 	mounts   map[string]http.Handler
+	runTab   runTable
 	started  time.Time
 	draining atomic.Bool
 	stop     chan struct{}
@@ -340,6 +344,26 @@ func (s *Server) route(r *http.Request) (string, http.HandlerFunc) {
 		return allow("/sessions/{id}/interrupt", "POST", func(w http.ResponseWriter, r *http.Request) {
 			s.handleSessionInterrupt(w, r, parts[1])
 		})
+	case p == "/runs":
+		return allow("/runs", "GET,POST", func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				s.handleRunCreate(w, r)
+				return
+			}
+			s.handleRunList(w, r)
+		})
+	case len(parts) == 2 && parts[0] == "runs" && parts[1] != "":
+		return allow("/runs/{id}", "GET,DELETE", func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodDelete {
+				s.handleRunCancel(w, r, parts[1], true)
+				return
+			}
+			s.handleRunGet(w, r, parts[1])
+		})
+	case len(parts) == 3 && parts[0] == "runs" && parts[1] != "" && parts[2] == "events":
+		return allow("/runs/{id}/events", "GET", func(w http.ResponseWriter, r *http.Request) { s.handleRunEvents(w, r, parts[1]) })
+	case len(parts) == 3 && parts[0] == "runs" && parts[1] != "" && parts[2] == "cancel":
+		return allow("/runs/{id}/cancel", "POST", func(w http.ResponseWriter, r *http.Request) { s.handleRunCancel(w, r, parts[1], false) })
 	case len(parts) == 4 && parts[0] == "sessions" && parts[1] != "" && parts[2] == "variables" && parts[3] != "":
 		return allow("/sessions/{id}/variables/{name}", "GET", func(w http.ResponseWriter, r *http.Request) {
 			s.handleSessionVariable(w, r, parts[1], parts[3])

@@ -70,7 +70,10 @@ Endpoints: POST /execute, GET /health, POST /sessions,
 POST /sessions/{id}/execute, GET /sessions/{id}/variables/{name},
 DELETE /sessions/{id}, GET /metrics (Prometheus), GET /openapi.json,
 and MCP over streamable HTTP at /mcp (tools run_code, list_runtimes and
-session_*; see docs/mcp.md).
+session_*; see docs/mcp.md). With a model (--provider), also RLM runs:
+POST /runs streams a run's events as NDJSON, GET /runs, GET /runs/{id},
+GET /runs/{id}/events, POST /runs/{id}/cancel, DELETE /runs/{id}, and the
+MCP tool rlm_run.
 
 The mode is a comma-separated list of runtimes (python, golang, node,
 shell, or a plugin's name); the first is the default and a request's
@@ -321,7 +324,7 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	sessionBridges, err := o.sessionBridges(cfg)
+	sessionBridges, runs, err := o.sessionBridges(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -371,6 +374,7 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 		MaxSessions:    st.MaxSessions,
 		WarmSessions:   st.WarmSessions,
 		SessionBridges: sessionBridges,
+		Runs:           runs,
 		Logger:         logger,
 	})
 	if err != nil {
