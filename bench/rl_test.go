@@ -247,7 +247,8 @@ func fireCases(t *rlTarget, cases []rlCase, clients int, tally *rlTally) {
 //
 // It reports each one's cases/s, rlm's ratio to both, and rlm's p50 and
 // p99 over the cases that did not time out (a timeout's latency is its
-// timeout). A lost case (no verdict) or a misjudged one fails it.
+// timeout), and each one's lost (no verdict) and misjudged cases: one
+// of rlm's fails the benchmark.
 func BenchmarkRLTraffic(b *testing.B) {
 	const clients, batch = 32, 200
 	exe := realPython(b)
@@ -288,9 +289,13 @@ func BenchmarkRLTraffic(b *testing.B) {
 	rate := make([]float64, len(targets))
 	for i, t := range targets {
 		tl := &tallies[i]
-		if tl.lost+tl.misjudged > 0 {
+		// rlm must judge every case; a baseline that cannot (the spawn
+		// server's interpreter start eats a 0.5 s timeout on a loaded
+		// machine) is a figure, not a failure of the benchmark.
+		if t.name == "rlm" && tl.lost+tl.misjudged > 0 {
 			b.Errorf("%s: %d lost, %d misjudged of %d: %s", t.name, tl.lost, tl.misjudged, b.N*len(cases), tl.firstError)
 		}
+		b.ReportMetric(float64(tl.lost+tl.misjudged), t.name+"-lost+misjudged")
 		rate[i] = float64(b.N*len(cases)) / tl.elapsed.Seconds()
 		p50, p99 := percentiles(tl.lat)
 		b.ReportMetric(rate[i], t.name+"-cases/s")
