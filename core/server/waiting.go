@@ -23,6 +23,10 @@ type WaitOptions struct {
 	// MemoryBytes, when positive, lowers the program's memory limit
 	// (never raises it above the server's).
 	MemoryBytes int64
+	// CompileTimeout, when positive, is the compile step's own wall clock
+	// (Limits.InstallTimeout, which the compiled-language and golang
+	// plugins give their compiler), apart from the run's.
+	CompileTimeout time.Duration
 }
 
 // ExecuteWaiting runs one program as Execute does (same validation,
@@ -51,12 +55,12 @@ func (s *Server) ExecuteWaiting(ctx context.Context, req *ExecuteRequest, o Wait
 		}
 		return release, nil
 	}
-	var adjust func(*core.Program)
-	if o.MemoryBytes > 0 {
-		adjust = func(p *core.Program) {
-			if p.Limits.MemoryBytes <= 0 || o.MemoryBytes < p.Limits.MemoryBytes {
-				p.Limits.MemoryBytes = o.MemoryBytes
-			}
+	adjust := func(p *core.Program) {
+		if o.MemoryBytes > 0 && (p.Limits.MemoryBytes <= 0 || o.MemoryBytes < p.Limits.MemoryBytes) {
+			p.Limits.MemoryBytes = o.MemoryBytes
+		}
+		if o.CompileTimeout > 0 {
+			p.Limits.InstallTimeout = o.CompileTimeout
 		}
 	}
 	lang, resp, e := s.executeWith(ctx, req, admit, adjust)

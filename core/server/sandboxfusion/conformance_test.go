@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -360,5 +361,17 @@ func TestGoCompile(t *testing.T) {
 	if m["status"] != "Failed" || m["run_result"] != nil || cr == nil || cr["status"] != "Finished" || cr["return_code"] == 0.0 ||
 		!strings.Contains(cr["stderr"].(string), "undefined") {
 		t.Fatalf("a Go compile error: %v", m)
+	}
+	// compile_timeout is the compiler's own clock: past it, compile_result
+	// is TimeLimitExceeded and nothing ran. The pid keeps the build cache
+	// from answering.
+	body := fmt.Sprintf(`{"language": "go", "code": "package main\nimport \"fmt\"\nfunc main() { fmt.Println(%d) }", "compile_timeout": 0.01, "run_timeout": 20}`, os.Getpid())
+	code, m, err = post(t, http.DefaultClient, url, body)
+	if err != nil || code != 200 {
+		t.Fatalf("HTTP %d, %v", code, err)
+	}
+	cr, _ = m["compile_result"].(map[string]any)
+	if m["status"] != "Failed" || m["run_result"] != nil || cr == nil || cr["status"] != "TimeLimitExceeded" || cr["return_code"] != nil {
+		t.Fatalf("a Go compile past compile_timeout: %v", m)
 	}
 }

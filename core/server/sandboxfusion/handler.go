@@ -23,13 +23,13 @@ const clientMargin = 5 * time.Second
 
 // slotWait is how long a request waits for a run slot before the 504
 // that SandboxFusion's clients retry. verl reads an answer for
-// compile_timeout + run_timeout + 10 s (its API_TIMEOUT); the run itself
-// takes at most wall seconds (run_timeout, plus compile_timeout for a
-// compiled language), so the wait is what is left of that patience less
-// a margin: the client never sees a read timeout, which it would count as
-// a failed test, and a python request (whose compile_timeout buys it no
-// compile) waits 15 s at the defaults rather than giving up early.
-func slotWait(req *Request, wall float64) time.Duration {
+// compile_timeout + run_timeout + 10 s (its API_TIMEOUT); the request
+// itself takes at most run_timeout, plus compile_timeout for a compiled
+// language, so the wait is what is left of that patience less a margin:
+// the client never sees a read timeout, which it would count as a failed
+// test, and a python request (whose compile_timeout buys it no compile)
+// waits 15 s at the defaults rather than giving up early.
+func slotWait(req *Request, compiled bool) time.Duration {
 	ct := defaultTimeout
 	if req.CompileTimeout != nil {
 		ct = *req.CompileTimeout
@@ -38,8 +38,25 @@ func slotWait(req *Request, wall float64) time.Duration {
 	if req.RunTimeout != nil {
 		run = *req.RunTimeout
 	}
-	patience := time.Duration((ct + run + 10 - wall) * float64(time.Second))
+	spent := run
+	if compiled {
+		spent += ct
+	}
+	patience := time.Duration((ct + run + 10 - spent) * float64(time.Second))
 	return max(patience-clientMargin, time.Second)
+}
+
+// compileTimeout is a compiled language's compile_timeout as the
+// compiler's wall clock, 0 for the others.
+func compileTimeout(req *Request, lang language) time.Duration {
+	if !lang.compiled {
+		return 0
+	}
+	ct := defaultTimeout
+	if req.CompileTimeout != nil {
+		ct = *req.CompileTimeout
+	}
+	return time.Duration(ct * float64(time.Second))
 }
 
 // Mount puts POST /run_code, GET /v1/ping and POST /judge on s, behind its token, body
@@ -103,7 +120,7 @@ func run(s *server.Server, r *http.Request, req *Request) (*Response, int, any) 
 	if verr != nil {
 		return nil, http.StatusUnprocessableEntity, verr
 	}
-	resp, err := s.ExecuteWaiting(r.Context(), ereq, server.WaitOptions{Wait: slotWait(req, *ereq.TimeoutSeconds), MemoryBytes: memoryBytes(req)})
+	resp, err := s.ExecuteWaiting(r.Context(), ereq, server.WaitOptions{Wait: slotWait(req, lang.compiled), MemoryBytes: memoryBytes(req), CompileTimeout: compileTimeout(req, lang)})
 	var ae *server.APIError
 	switch {
 	case err == nil:

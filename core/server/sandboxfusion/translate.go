@@ -15,8 +15,9 @@ import (
 type language struct {
 	// runtime is the rlm runtime (plugin) name that runs it.
 	runtime string
-	// compiled languages get compile_timeout added to their wall clock:
-	// rlm's plugins compile and run in one Run.
+	// compiled languages' compile_timeout is their compiler's own wall
+	// clock (Limits.InstallTimeout), apart from run_timeout: rlm's plugins
+	// compile and run in one Run, each step under its own limit.
 	compiled bool
 	// install says what the operator installs to enable it.
 	install string
@@ -48,6 +49,10 @@ var unsupported = []string{"go_test", "php", "csharp", "typescript", "sql", "lua
 // compiler (plugins/golang).
 const compileFailed = "compilation failed"
 
+// compileTimedOut begins the golang plugin's error for a compiler stopped
+// by its wall clock (core.InstallTimedOut).
+const compileTimedOut = "compilation timed out"
+
 // defaultTimeout is SandboxFusion's compile_timeout and run_timeout default.
 const defaultTimeout = 10.0
 
@@ -78,9 +83,6 @@ func toExecute(req *Request, lang language) (*server.ExecuteRequest, *validation
 		return nil, &v
 	}
 	wall := run
-	if lang.compiled {
-		wall += ct
-	}
 	out := &server.ExecuteRequest{Code: req.Code, Language: lang.runtime, TimeoutSeconds: &wall}
 	if req.Stdin != nil {
 		out.Stdin = *req.Stdin
@@ -160,9 +162,15 @@ func fromExecute(resp *server.ExecuteResponse, fetch []string, compiled bool) *R
 		}
 	case compiled && strings.HasPrefix(r.Error, compileFailed) && cmd.ReturnCode != nil:
 		out.CompileResult, out.RunResult = cmd, nil
+	case compiled && strings.HasPrefix(r.Error, compileTimedOut) && cmd.Status == CommandTimeLimitExceeded:
+		out.CompileResult, out.RunResult = cmd, nil
 	}
 	if out.Status != StatusSuccess {
 		out.Message = resp.Error
+		if out.CompileResult != nil && out.CompileResult.Status == CommandTimeLimitExceeded {
+			// The plugins' own words name rlm exec's flag.
+			out.Message = "the compiler ran past compile_timeout; raise it, or compile less"
+		}
 		if out.Message == "" {
 			out.Message = describe(r.EndedBy, cmd.ReturnCode)
 		}

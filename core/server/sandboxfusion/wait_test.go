@@ -23,13 +23,7 @@ func TestSlotWaitFitsVerlsPatience(t *testing.T) {
 		{"tiny patience", Request{RunTimeout: f(0.5), CompileTimeout: f(0.1)}, true, 5 * time.Second},
 	} {
 		req := c.req
-		code := "print(1)"
-		req.Code = &code
-		ereq, verr := toExecute(&req, language{runtime: "x", compiled: c.compiled})
-		if verr != nil {
-			t.Fatalf("%s: %v", c.name, verr)
-		}
-		if got := slotWait(&req, *ereq.TimeoutSeconds); got != c.want {
+		if got := slotWait(&req, c.compiled); got != c.want {
 			t.Errorf("%s: slotWait = %s, want %s", c.name, got, c.want)
 		}
 	}
