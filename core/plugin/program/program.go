@@ -137,6 +137,16 @@ type Process interface {
 	Wait() (isolation.Exit, error)
 }
 
+// Contained is a Process whose descendants can never become this
+// process's children: a program in a pid namespace of its own, whose
+// orphans its namespace's init reaps (a warm sandbox's worker). Exec skips
+// the sweep for orphans after such a run: it reads /proc for every thread
+// of the plugin, which on a warm run is most of the plugin's own work
+// after the program ends, and finds nothing.
+type Contained interface {
+	OrphansContained() bool
+}
+
 // Killer is a Process that knows better than a process-group kill how to end
 // everything it started (an isolated run's cgroups and pid namespace). Exec
 // calls Kill on timeout, cancellation and output floods.
@@ -295,7 +305,9 @@ func Exec(ctx context.Context, c Command) (*core.Result, error) {
 		}
 	}
 	deadline.Stop()
-	proctree.KillOrphans(nil)
+	if c, ok := proc.(Contained); !ok || !c.OrphansContained() {
+		proctree.KillOrphans(nil)
+	}
 	outR.Close()
 	errR.Close()
 	if inW != nil {

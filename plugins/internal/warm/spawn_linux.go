@@ -297,6 +297,10 @@ type process struct {
 
 func (p *process) Pid() int { return p.pid }
 
+// OrphansContained implements program.Contained: the program runs in the
+// sandbox's pid namespace, whose init reaps what it leaves.
+func (p *process) OrphansContained() bool { return true }
+
 // Kill implements program.Killer: every process of the run's cgroups, and
 // the child's group (all that holds without cgroups; the worker's sweep
 // gets the rest when the child has exited).
