@@ -35,6 +35,10 @@ type JudgeRequest struct {
 	// failure skips all the others; later cases run a few at a time, so
 	// some after a failing one may have run already.
 	StopOnFailure bool `json:"stop_on_failure"`
+	// Checker is a special judge (checker.go): python source defining
+	// check(input, expected, output) -> bool, which decides every
+	// stdin case that ran and exited 0 instead of Compare.
+	Checker *string `json:"checker"`
 }
 
 // Case is one test: stdin and the expected stdout, or (python) an assert
@@ -107,6 +111,13 @@ func Judge(s *server.Server) http.Handler {
 			}
 			return run(s, r, &one)
 		}
+		// check hands a case that ran cleanly to the special judge.
+		check := func(res *CaseResult, c Case) (int, any) {
+			if req.Checker == nil || (res.Verdict != Accepted && res.Verdict != WrongAnswer) {
+				return 0, nil
+			}
+			return runChecker(s, r, &req, c, res)
+		}
 		out := &JudgeResponse{Total: len(req.Cases), Cases: make([]CaseResult, len(req.Cases))}
 		// The first case alone: it compiles (or fails to), and a compile
 		// error is every case's verdict without running any.
@@ -117,6 +128,10 @@ func Judge(s *server.Server) http.Handler {
 		}
 		out.CompileResult = first.CompileResult
 		out.Cases[0] = verdict(first, req.Cases[0], req.Compare)
+		if status, body := check(&out.Cases[0], req.Cases[0]); body != nil {
+			writeJSON(w, status, body)
+			return
+		}
 		if out.Cases[0].Verdict == CompileError {
 			for i := 1; i < len(out.Cases); i++ {
 				out.Cases[i] = CaseResult{Verdict: CompileError}
@@ -166,6 +181,18 @@ func Judge(s *server.Server) http.Handler {
 					return
 				}
 				out.Cases[i] = verdict(resp, req.Cases[i], req.Compare)
+				mu.Unlock()
+				status, body = check(&out.Cases[i], req.Cases[i])
+				mu.Lock()
+				if body != nil {
+					if abort == nil {
+						abort = &struct {
+							status int
+							body   any
+						}{status, body}
+					}
+					return
+				}
 				failed = failed || out.Cases[i].Verdict != Accepted
 			}(i)
 		}
@@ -204,6 +231,9 @@ func checkJudge(req *JudgeRequest) *validationError {
 	for i, c := range req.Cases {
 		if c.Assert != nil && (c.Stdin != nil || c.ExpectedStdout != nil) {
 			return fail(fmt.Sprintf("cases[%d]", i), "a case is an assert or stdin/expected_stdout, not both")
+		}
+		if c.Assert != nil && req.Checker != nil {
+			return fail(fmt.Sprintf("cases[%d].assert", i), "a checker judges stdin cases; an assert case is its own check")
 		}
 		if c.Assert != nil && lang != "python" {
 			return fail(fmt.Sprintf("cases[%d].assert", i), "assert cases are python code; use stdin and expected_stdout for "+lang)
