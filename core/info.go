@@ -73,8 +73,16 @@ type Query struct {
 	// HasContext says that prompt brought one (an empty one is a context).
 	Contexts   []string
 	HasContext []bool
-	Model      string // llm_query's model, "" for the default
+	Model      string // llm_query's and rlm_query's model, "" for the default
 }
+
+// QueryErrorPrefix begins the answer of one prompt of a batch that failed
+// (the rest of it is the error): a batch answers every prompt, so one bad
+// prompt does not discard the others' answers (they were paid for). The
+// REPL helpers (plugins/internal/pycell) turn it into an LLMQueryError in
+// the list, or the reference protocol's "Error: ..." str. A query of one
+// prompt fails as a whole instead.
+const QueryErrorPrefix = "\x00rlm-query-error\x00"
 
 // Context is prompt i's sub-context, nil when it brought none.
 func (q Query) Context(i int) *string {

@@ -25,8 +25,9 @@ type Bridges struct {
 	// LLMQuery answers one prompt. model is "" unless the cell named one.
 	LLMQuery func(ctx context.Context, prompt, model string) (string, error)
 	// RLMQuery runs a recursive sub-task. sub is nil when the cell passed
-	// no context, meaning "the session's own context".
-	RLMQuery func(ctx context.Context, task string, sub *string) (string, error)
+	// no context, meaning "the session's own context"; model is "" unless
+	// the cell named one (rlm_query(..., model=...)).
+	RLMQuery func(ctx context.Context, task string, sub *string, model string) (string, error)
 	// ToolCall runs a host-side tool the operator declared (the RLM
 	// engine's tools): call is the JSON object {"name": ..., "args": {...}}
 	// a cell's tool stub sent, and the answer is JSON text. Nil: the

@@ -90,8 +90,9 @@ export class RLM {
   }
 
   #body(prompt, rootPrompt) {
-    // The reference's max_depth counts the root: its 1 is rlm's 0.
-    const body = { task: rootPrompt || DEFAULT_TASK, context: prompt, max_depth: this.max_depth - 1, max_iterations: this.max_iterations };
+    // rlm runs the reference's protocol for this client, with its
+    // max_depth (which counts the root: 1 is no recursion).
+    const body = { task: rootPrompt || DEFAULT_TASK, context: prompt, protocol: "reference", max_depth: this.max_depth, max_iterations: this.max_iterations };
     if (this.backend_kwargs.model_name) body.model = this.backend_kwargs.model_name;
     if (this.other_backend_kwargs?.[0]?.model_name) body.subcall_model = this.other_backend_kwargs[0].model_name;
     for (const [k, v] of [["max_cost_usd", this.max_budget], ["max_time_seconds", this.max_timeout], ["max_tokens", this.max_tokens], ["max_errors", this.max_errors]]) {

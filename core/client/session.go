@@ -121,7 +121,8 @@ func (s *session) serveCallback(cb *pb.Callback) {
 const NoLLMHint = " (rlm serve, rlm mcp and rlm exec --context give their sessions one with --provider, [run] provider in rlm.toml or $RLM_PROVIDER)"
 
 // runCallback answers every prompt of a (possibly batched) query, at most
-// Bridges.MaxConcurrent at a time, results in prompt order.
+// Bridges.MaxConcurrent at a time, results in prompt order; in a batch a
+// prompt that failed answers core.QueryErrorPrefix and its error.
 func (s *session) runCallback(q core.Query) ([]string, error) {
 	ctx := context.Background()
 	prompts := q.Prompts
@@ -136,7 +137,7 @@ func (s *session) runCallback(q core.Query) ([]string, error) {
 			if s.bridges.RLMQuery == nil {
 				return "", errors.New("rlm_query is not available: this session has no LLM configured" + NoLLMHint)
 			}
-			return s.bridges.RLMQuery(ctx, prompts[i], q.Context(i))
+			return s.bridges.RLMQuery(ctx, prompts[i], q.Context(i), q.Model)
 		case "tool_call":
 			if s.bridges.ToolCall == nil {
 				return "", errors.New("tool_call: this session has no host-side tools (they are declared as [[tool]] in an rlm run task file)")
@@ -168,10 +169,16 @@ func (s *session) runCallback(q core.Query) ([]string, error) {
 		}(i)
 	}
 	wg.Wait()
+	failed := 0
 	for i, err := range errs {
 		if err != nil {
-			return nil, fmt.Errorf("query %d of %d: %w", i+1, len(prompts), err)
+			results[i] = core.QueryErrorPrefix + err.Error()
+			failed++
 		}
+	}
+	if failed == len(prompts) {
+		// Nothing to keep: the batch fails as one query does.
+		return nil, fmt.Errorf("all %d queries of the batch failed; the first: %w", len(prompts), errs[0])
 	}
 	return results, nil
 }

@@ -39,6 +39,11 @@ type Budget struct {
 	// MaxErrors is how many code blocks in a row may fail (exception,
 	// timeout) before the loop stops and asks for the best final answer.
 	MaxErrors int `json:"max_errors,omitempty"`
+	// MaxSubcalls caps the llm_query and rlm_query calls made from code,
+	// at every depth (a batch of n counts n). Past it a query fails in the
+	// cell with a message saying so, and the loop goes on: the model can
+	// still finish with what it has.
+	MaxSubcalls int `json:"max_subcalls,omitempty"`
 }
 
 // Defaults for the budget's per-loop fields.
@@ -189,10 +194,16 @@ func (m *meter) iteration(depth, it int) []warning {
 	return ws
 }
 
-func (m *meter) subcall() {
+// subcall counts one llm_query or rlm_query, or refuses it past
+// MaxSubcalls.
+func (m *meter) subcall() error {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.b.MaxSubcalls > 0 && m.u.Subcalls >= m.b.MaxSubcalls {
+		return fmt.Errorf("the run's budget of %d sub-calls (llm_query and rlm_query, --max-subcalls) is used up: finish with what you have", m.b.MaxSubcalls)
+	}
 	m.u.Subcalls++
-	m.mu.Unlock()
+	return nil
 }
 
 func (m *meter) reachDepth(d int) {

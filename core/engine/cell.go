@@ -20,8 +20,12 @@ func (n *node) execute(it, block int, code string) (string, bool, error) {
 		return "", false, &failure{kind: ErrSandbox, msg: fmt.Sprintf("running a code block (depth %d, iteration %d)", n.depth, it), err: err}
 	}
 	if res.StateLost {
-		// The restarted REPL has its helpers again, but not the tools.
+		// The restarted REPL has its helpers again, but not the tools
+		// nor the protocol.
 		if err := n.loadTools(); err != nil {
+			return "", false, err
+		}
+		if err := n.setProtocol(); err != nil {
 			return "", false, err
 		}
 	}

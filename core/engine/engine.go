@@ -72,6 +72,9 @@ type Options struct {
 	// Tools are preloaded into every loop's REPL and listed in the system
 	// prompt (see [Tools]).
 	Tools Tools
+	// Protocol is ProtocolRLM (the default) or ProtocolReference
+	// (protocol.go).
+	Protocol string
 }
 
 // Defaults for [Options].
@@ -152,8 +155,17 @@ func New(opts Options) (*Engine, error) {
 	if opts.MaxConcurrent <= 0 {
 		opts.MaxConcurrent = defaults.BatchConcurrency
 	}
+	if err := CheckProtocol(opts.Protocol); err != nil {
+		return nil, err
+	}
+	if opts.Protocol == "" {
+		opts.Protocol = ProtocolRLM
+	}
 	if opts.SystemPrompt == "" {
 		opts.SystemPrompt = SystemPrompt
+		if opts.Protocol == ProtocolReference {
+			opts.SystemPrompt = ReferenceSystemPrompt
+		}
 	}
 	if err := opts.Tools.check(); err != nil {
 		return nil, err
@@ -195,10 +207,12 @@ func (e *Engine) Run(ctx context.Context, task string, c *core.Context) (*Result
 	r.trace.emit(Event{Type: EventRunStart, Time: start.UTC(), Task: task, Config: &cfg, Context: &info})
 	r.checkRecording(task, info)
 
-	res, err := r.loop(rctx, 0, nil, 0, task, c, &info)
+	res, err := r.loop(rctx, 0, nil, 0, task, c, &info, "")
 	err = r.explain(err)
 	out := &Result{Usage: r.meter.snapshot()}
-	if res != nil && err == nil {
+	// A partial answer (answer.go) comes with the budget error that cut
+	// the run short.
+	if res != nil && (err == nil || res.Source == SourcePartial) {
 		out.Answer, out.Source, out.NoFinal, out.MissingVar = res.Answer, res.Source, res.NoFinal, res.MissingVar
 	}
 	end := Event{Type: EventRunEnd, Answer: out.Answer, Source: out.Source, Totals: &out.Usage}
@@ -240,11 +254,15 @@ type node struct {
 	ctx    context.Context
 	c      *core.Context
 	sess   core.Session
+	model  string // the loop's model: Options.Model, or rlm_query's model=
 }
 
 // loop runs one loop to its answer; info describes c (nil: compute it).
-func (r *run) loop(ctx context.Context, id int, parent *int, depth int, task string, c *core.Context, info *CtxInfo) (*loopResult, error) {
-	n := &node{r: r, id: id, parent: parent, depth: depth, ctx: ctx, c: c}
+func (r *run) loop(ctx context.Context, id int, parent *int, depth int, task string, c *core.Context, info *CtxInfo, model string) (*loopResult, error) {
+	if model == "" {
+		model = r.o.Model
+	}
+	n := &node{r: r, id: id, parent: parent, depth: depth, ctx: ctx, c: c, model: model}
 	sess, err := r.o.Sandbox(ctx, core.SessionOptions{
 		Context: c,
 		Limits:  r.o.CellLimits,
@@ -267,7 +285,19 @@ func (r *run) loop(ctx context.Context, id int, parent *int, depth int, task str
 	if err := n.loadTools(); err != nil {
 		return nil, err
 	}
+	if err := n.setProtocol(); err != nil {
+		return nil, err
+	}
+	res, err := n.turns(task, info)
+	if err != nil && res == nil {
+		return n.partialAnswer(err)
+	}
+	return res, err
+}
 
+// turns runs the loop's model turns until an answer or an error.
+func (n *node) turns(task string, info *CtxInfo) (*loopResult, error) {
+	r, c, depth := n.r, n.c, n.depth
 	caller := "root"
 	if depth > 0 {
 		caller = "child"
@@ -289,7 +319,7 @@ func (r *run) loop(ctx context.Context, id int, parent *int, depth int, task str
 			n.warn(w)
 		}
 		n.emit(Event{Type: EventIteration, Iteration: it})
-		resp, err := n.call(it, caller, r.o.Model, r.system(), msgs)
+		resp, err := n.call(it, caller, n.model, r.system(), msgs)
 		if err != nil {
 			return nil, err
 		}
@@ -454,13 +484,15 @@ func (n *node) forced(msgs []llm.Message, why string) (*loopResult, error) {
 }
 
 func (r *run) call(n *node, caller string, msgs []llm.Message) (llm.Response, error) {
-	return n.call(0, caller, r.o.Model, r.system(), msgs)
+	return n.call(0, caller, n.model, r.system(), msgs)
 }
 
 // llmQuery is the llm_query bridge of a loop.
 func (n *node) llmQuery(_ context.Context, prompt, model string) (string, error) {
 	r := n.r
-	r.meter.subcall()
+	if err := r.meter.subcall(); err != nil {
+		return "", err
+	}
 	if model == "" {
 		model = r.o.SubcallModel
 	}
@@ -476,13 +508,21 @@ func (n *node) llmQuery(_ context.Context, prompt, model string) (string, error)
 	return resp.Text, nil
 }
 
-// rlmQuery is the rlm_query bridge: a child loop one level deeper, or past
-// the maximum depth a plain model call.
-func (n *node) rlmQuery(_ context.Context, task string, sub *string) (string, error) {
+// rlmQuery is the rlm_query bridge: a child loop one level deeper; past
+// the maximum depth an error the cell sees (rlm's protocol) or one plain
+// model call on the prompt (the reference's). model, when set, drives the
+// child loop (or answers the plain call).
+func (n *node) rlmQuery(_ context.Context, task string, sub *string, model string) (string, error) {
 	r := n.r
-	r.meter.subcall()
+	if err := r.meter.subcall(); err != nil {
+		return "", err
+	}
 	depth := n.depth + 1
 	c := n.c
+	if sub == nil && r.reference() {
+		// The reference's child explores the prompt it is given.
+		sub = &task
+	}
 	if sub != nil {
 		c = &core.Context{Data: []byte(*sub), Kind: "text"}
 	}
@@ -494,25 +534,31 @@ func (n *node) rlmQuery(_ context.Context, task string, sub *string) (string, er
 		n.emit(Event{Type: EventSubcall, Kind: "rlm_query", Prompt: task, ContextChars: chars, Error: err.Error()})
 		return "", err
 	}
-	if depth > r.o.Budget.MaxDepth {
-		n.emit(Event{Type: EventSubcall, Kind: "rlm_query", Prompt: task, ContextChars: chars,
-			Message: fmt.Sprintf("depth %d is past the maximum %d: answered by one model call", depth, r.o.Budget.MaxDepth)})
-		prompt := task
-		if c != nil {
-			prompt += "\n\nContext:\n" + string(c.Data)
+	if depth > r.o.Budget.MaxDepth && r.reference() {
+		n.emit(Event{Type: EventSubcall, Kind: "rlm_query", Prompt: task,
+			Message: fmt.Sprintf("depth %d is past the maximum %d: answered by one model call on the prompt", depth, r.o.Budget.MaxDepth)})
+		if model == "" {
+			model = r.o.SubcallModel
 		}
 		fb := &node{r: r, id: n.id, parent: n.parent, depth: n.depth, ctx: n.ctx}
-		resp, err := fb.call(0, "rlm_fallback", r.o.SubcallModel, "", []llm.Message{{Role: "user", Content: prompt}})
+		resp, err := fb.call(0, "rlm_fallback", model, "", []llm.Message{{Role: "user", Content: task}})
 		if err != nil {
 			return "", err
 		}
 		return resp.Text, nil
 	}
+	if depth > r.o.Budget.MaxDepth {
+		// Never the whole context in one model call (it once sent 3 MB):
+		// the model is told, and chooses what to ask llm_query.
+		err := fmt.Errorf("rlm_query cannot start a child loop here: this loop is at depth %d and the maximum depth is %d (--max-depth); call llm_query(prompt) with the part of the context the question needs instead (it sees only what you pass it)", n.depth, r.o.Budget.MaxDepth)
+		n.emit(Event{Type: EventSubcall, Kind: "rlm_query", Prompt: task, ContextChars: chars, Error: err.Error()})
+		return "", err
+	}
 	r.meter.reachDepth(depth)
 	child := int(r.nodes.Add(1))
 	parent := n.id
 	n.emit(Event{Type: EventSubcall, Kind: "rlm_query", Child: &child, Prompt: task, ContextChars: chars})
-	res, err := r.loop(n.ctx, child, &parent, depth, task, c, nil)
+	res, err := r.loop(n.ctx, child, &parent, depth, task, c, nil, model)
 	end := Event{Type: EventSubcallEnd, Kind: "rlm_query", Child: &child}
 	if err != nil {
 		end.Error = err.Error()

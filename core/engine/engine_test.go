@@ -349,17 +349,14 @@ func TestCancellationIsNotABudgetError(t *testing.T) {
 	}
 }
 
-func TestRecursionSharesUsageAndFallsBackAtMaxDepth(t *testing.T) {
+// rlm_query past the maximum depth is an error the cell sees, never one
+// model call with the whole context appended (which once sent 3 MB).
+func TestRecursionSharesUsageAndRefusesPastMaxDepth(t *testing.T) {
 	h := newHarness(t, func(req llm.Request) (string, error) {
 		first := req.Messages[0].Content
 		switch {
 		case req.System == "" && strings.HasPrefix(first, "deeper"):
-			// rlm_query past the maximum depth: one plain call with the
-			// sub-context appended.
-			if !strings.Contains(first, "Context:\nsub-context") {
-				return "", fmt.Errorf("fallback prompt lacks the context: %q", first)
-			}
-			return "fallback answer", nil
+			return "", fmt.Errorf("rlm_query past the maximum depth made a model call: %q", first)
 		case req.System == "":
 			return "llm says " + strings.ToUpper(first), nil
 		case strings.Contains(first, "sub-task at recursion depth 1"):
@@ -369,8 +366,8 @@ func TestRecursionSharesUsageAndFallsBackAtMaxDepth(t *testing.T) {
 				}
 				return repl("rlm deeper"), nil
 			}
-			if !strings.Contains(lastUser(req), "fallback answer") {
-				return "", fmt.Errorf("child did not see the fallback: %q", lastUser(req))
+			if !strings.Contains(lastUser(req), "LLMQueryError: rlm_query cannot start a child loop here: this loop is at depth 1 and the maximum depth is 1") {
+				return "", fmt.Errorf("child did not see the refusal: %q", lastUser(req))
 			}
 			return "FINAL(child answer)", nil
 		default:
@@ -395,8 +392,9 @@ func TestRecursionSharesUsageAndFallsBackAtMaxDepth(t *testing.T) {
 	if u.InputTokens != h.model.usage.InputTokens || u.OutputTokens != h.model.usage.OutputTokens {
 		t.Fatalf("usage %+v does not total the model's %+v", u, h.model.usage)
 	}
-	// root: 2 turns; child: 2 turns; fallback; llm_query.
-	if u.Calls != 6 || u.Iterations != 4 || u.Subcalls != 3 || u.MaxDepthReached != 1 {
+	// root: 2 turns; child: 2 turns; llm_query (the refused rlm_query
+	// counts as a sub-call, and makes no model call).
+	if u.Calls != 5 || u.Iterations != 4 || u.Subcalls != 3 || u.MaxDepthReached != 1 {
 		t.Fatalf("usage %+v", u)
 	}
 	if len(h.factory.sessions) != 2 {
@@ -418,13 +416,15 @@ func TestRecursionSharesUsageAndFallsBackAtMaxDepth(t *testing.T) {
 	}); n != 2 {
 		t.Fatalf("%d child calls traced", n)
 	}
-	if count(evs, EventLLMCall, func(e Event) bool { return e.Caller == "rlm_fallback" && e.Node == 1 }) != 1 {
-		t.Fatal("no fallback call traced")
+	if count(evs, EventSubcall, func(e Event) bool {
+		return e.Kind == "rlm_query" && e.Node == 1 && strings.Contains(e.Error, "cannot start a child loop")
+	}) != 1 {
+		t.Fatal("the refused rlm_query is not traced")
 	}
 	if count(evs, EventSubcallEnd, func(e Event) bool { return e.Answer == "child answer" }) != 1 {
 		t.Fatal("no subcall_end")
 	}
-	if count(evs, EventLLMCall, nil) != 6 {
+	if count(evs, EventLLMCall, nil) != 5 {
 		t.Fatal("llm_call events do not match the calls")
 	}
 }

@@ -122,7 +122,7 @@ func (s *fakeSession) Execute(ctx context.Context, code string, _ time.Duration)
 				c, t, _ := strings.Cut(arg, " | ")
 				sub, task = &c, t
 			}
-			a, err := b.RLMQuery(ctx, task, sub)
+			a, err := b.RLMQuery(ctx, task, sub, "")
 			if err != nil {
 				res.Error = "LLMQueryError: " + err.Error()
 				res.ExitCode = 1

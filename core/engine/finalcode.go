@@ -16,8 +16,9 @@ import (
 // cell, a few milliseconds, and only then), so runs that never call them
 // pay nothing, and a REPL restarted after a timeout gets them again.
 
-// finalCall finds a call of FINAL or FINAL_VAR in code.
-var finalCall = regexp.MustCompile(`\bFINAL(_VAR)?\s*\(`)
+// finalCall finds a call of FINAL or FINAL_VAR in code, or a use of the
+// answer dict (answer.go).
+var finalCall = regexp.MustCompile(`\bFINAL(_VAR)?\s*\(|\banswer\s*(\[|=[^=]|\.update\s*\()`)
 
 // The REPL variables the helpers record the answer in: the kind ("final" or
 // "final_var") and the value, read with the session's Variable like a
@@ -60,9 +61,13 @@ def FINAL_VAR(name):
 
 globals().pop("` + finalKindVar + `", None)
 globals().pop("` + finalValueVar + `", None)
+` + answerHelpers + `
+if "_rlm_helpers_hide" in globals():
+    _rlm_helpers_hide(["FINAL", "FINAL_VAR"])
 `
 
-// callsFinal reports whether a block may call FINAL or FINAL_VAR.
+// callsFinal reports whether a block may call FINAL or FINAL_VAR, or set
+// the answer dict.
 func callsFinal(code string) bool { return finalCall.MatchString(code) }
 
 // prepareFinal defines the helpers before a block that calls them.
@@ -80,6 +85,12 @@ func (n *node) prepareFinal() error {
 // finalFromCode returns the answer a block recorded with FINAL or
 // FINAL_VAR, and its source; ok is false when it recorded none.
 func (n *node) finalFromCode() (answer, source string, ok bool, err error) {
+	if _, err := n.sess.Execute(n.ctx, answerCheck, n.r.o.CellLimits.Wall); err != nil {
+		if n.ctx.Err() != nil {
+			return "", "", false, n.ctx.Err()
+		}
+		return "", "", false, &failure{kind: ErrSandbox, msg: "reading the answer dict in the REPL", err: err}
+	}
 	kind, found, err := n.variable(finalKindVar)
 	if err != nil || !found {
 		return "", "", false, err
@@ -89,8 +100,11 @@ func (n *node) finalFromCode() (answer, source string, ok bool, err error) {
 		return "", "", false, err
 	}
 	source = SourceFinal
-	if kind == "final_var" {
+	switch kind {
+	case "final_var":
 		source = SourceFinalVar
+	case "answer":
+		source = SourceAnswer
 	}
 	return val, source, true, nil
 }

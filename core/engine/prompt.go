@@ -33,9 +33,9 @@ Every block in your reply is run in order, in the same interpreter; variables, i
 - chunk_text(text, size=2000, overlap=200) -> list[str]: split a string into overlapping chunks.
 - search_context(pattern, window=200, flags=0, max_results=None) -> list[dict]: regex search over context; each hit has match, start, end, snippet (the match with window characters either side) and snippet_start.
 - llm_query(prompt, model=None) -> str: ask a language model one question. It does not see context or your variables: put the text it needs into the prompt (a chunk of tens of thousands of characters is fine).
-- llm_query_batched(prompts, model=None) -> list[str]: several llm_query calls at once, run concurrently; much faster than a loop.
-- rlm_query(task, ctx=None) -> str: hand a sub-task to a recursive copy of yourself with its own REPL whose context is ctx (default: the current context). Use it for sub-problems that need exploration of their own; use llm_query for plain questions about a piece of text.
-- rlm_query_batched(tasks, ctxs=None) -> list[str]: several rlm_query calls at once.
+- llm_query_batched(prompts, model=None) -> list[str]: several llm_query calls at once, run concurrently; much faster than a loop. A prompt that failed has an LLMQueryError in its place (check with isinstance); the others keep their answers.
+- rlm_query(task, ctx=None, model=None) -> str: hand a sub-task to a recursive copy of yourself with its own REPL whose context is ctx (default: the current context). Use it for sub-problems that need exploration of their own; use llm_query for plain questions about a piece of text.
+- rlm_query_batched(tasks, ctxs=None, model=None) -> list[str]: several rlm_query calls at once.
 - SHOW_VARS(): list the variables you have defined.
 
 ## Strategy
@@ -45,7 +45,7 @@ Look before you leap: check the type, the length and a sample of context first. 
 When you know the answer, reply with one of these on a line of its own, outside any code block:
 FINAL(your answer)
 FINAL_VAR(variable_name)
-FINAL_VAR returns the value of a REPL variable you have already set (use it for long or computed answers). Do not finish before you have checked the answer against the context.`
+FINAL_VAR returns the value of a REPL variable you have already set (use it for long or computed answers). FINAL(...) and FINAL_VAR(...) also work as calls inside a repl block, as does setting answer["content"] = ... and then answer["ready"] = True. Do not finish before you have checked the answer against the context.`
 
 // FirstMessage is the first user message of a loop: the task and what
 // `context` holds.

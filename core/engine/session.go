@@ -90,7 +90,7 @@ func (s *SessionLLM) Bridges(model string) (core.Bridges, error) {
 	sm := &sessionMeter{s: s, model: model, m: newMeter(Budget{MaxTokens: s.Budget.MaxTokens, MaxCostUSD: s.Budget.MaxCostUSD}, time.Now())}
 	return core.Bridges{
 		LLMQuery: sm.query,
-		RLMQuery: func(context.Context, string, *string) (string, error) {
+		RLMQuery: func(context.Context, string, *string, string) (string, error) {
 			return "", errors.New("rlm_query is not available in this session: only llm_query is (recursive sub-tasks need `rlm run`)")
 		},
 		MaxConcurrent: s.MaxConcurrent,

@@ -50,7 +50,7 @@ func TestSessionLLMModelsAndAllowList(t *testing.T) {
 	if got, _ := mini.LLMQuery(ctx, "d", ""); got != "gpt-4o-mini: d" {
 		t.Fatalf("the session's model answers: %q", got)
 	}
-	if _, err := br.RLMQuery(ctx, "task", nil); err == nil || !strings.Contains(err.Error(), "rlm_query is not available in this session") {
+	if _, err := br.RLMQuery(ctx, "task", nil, ""); err == nil || !strings.Contains(err.Error(), "rlm_query is not available in this session") {
 		t.Fatalf("rlm_query: %v", err)
 	}
 	if srv.Count() != 3 {

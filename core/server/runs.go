@@ -78,8 +78,12 @@ type RunRequest struct {
 	Model        string `json:"model,omitempty" jsonschema:"the model driving the loop, among those the server allows (default: the server's)"`
 	SubcallModel string `json:"subcall_model,omitempty" jsonschema:"the model answering llm_query (default: model)"`
 	// The budget; each part is capped by the server's (see GET /openapi.json).
-	MaxIterations  *int     `json:"max_iterations,omitempty" jsonschema:"model turns per loop before a best answer is asked for"`
-	MaxDepth       *int     `json:"max_depth,omitempty" jsonschema:"deepest rlm_query recursion; 0 disables it"`
+	MaxIterations *int `json:"max_iterations,omitempty" jsonschema:"model turns per loop before a best answer is asked for"`
+	MaxDepth      *int `json:"max_depth,omitempty" jsonschema:"deepest rlm_query recursion; 0 disables it (with protocol reference, the reference's max_depth, which counts the root: 1 is no recursion, its default)"`
+	// Protocol is "rlm" (the default: FINAL, rlm_query(task, ctx)) or
+	// "reference" (the reference implementation's answer dict,
+	// rlm_query(prompt, model) and max_depth): engine/protocol.go.
+	Protocol       string   `json:"protocol,omitempty" jsonschema:"rlm (default) or reference"`
 	MaxErrors      *int     `json:"max_errors,omitempty" jsonschema:"failed code blocks in a row before a best answer is asked for"`
 	MaxTokens      *int64   `json:"max_tokens,omitempty" jsonschema:"token cap of the whole run, sub-calls included"`
 	MaxCostUSD     *float64 `json:"max_cost_usd,omitempty" jsonschema:"cost cap of the whole run in US dollars"`
@@ -229,7 +233,22 @@ func (s *Server) runOptions(req *RunRequest) (engine.Options, *core.Context, *AP
 	if e != nil {
 		return o, nil, e
 	}
+	if err := engine.CheckProtocol(req.Protocol); err != nil {
+		return o, nil, badField("protocol", "%v", err)
+	}
+	if req.Protocol == engine.ProtocolReference {
+		// The reference's max_depth counts the root (1: no recursion, its
+		// default); the engine's counts the levels of children.
+		b.MaxDepth = 0
+		if req.MaxDepth != nil {
+			if *req.MaxDepth < 1 {
+				return o, nil, badField("max_depth", "with protocol reference, max_depth counts the root: 1 is no recursion, 2 one level of children; got %d", *req.MaxDepth)
+			}
+			b.MaxDepth = *req.MaxDepth - 1
+		}
+	}
 	o = engine.Options{
+		Protocol:         req.Protocol,
 		Provider:         &countedProvider{Provider: lm.Provider, max: lm.Budget.MaxCalls},
 		Model:            cmp.Or(req.Model, lm.Model),
 		Sandbox:          s.runSandbox(lang),

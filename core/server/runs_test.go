@@ -101,7 +101,8 @@ func TestRunChildOnOneSlot(t *testing.T) {
 		if r.System == "" {
 			return "plain: " + r.LastUser()
 		}
-		return []string{"```repl\nx = rlm_query('sub')\nprint(x)\n```", "FINAL_VAR(x)"}[min(r.Turn(), 1)]
+		// The child (at the maximum depth) cannot recurse: it asks llm_query.
+		return []string{"```repl\ntry:\n    x = rlm_query('sub')\nexcept LLMQueryError:\n    x = llm_query('sub')\nprint(x)\n```", "FINAL_VAR(x)"}[min(r.Turn(), 1)]
 	}, llmtest.WithAPIKey("k"))
 	prov, err := llm.New("openai", llm.Options{BaseURL: fake.BaseURL(), APIKey: "k"})
 	if err != nil {

@@ -131,6 +131,8 @@ class SpawnTransport:
             args += ["--subcall-model", body["subcall_model"]]
         if self.kwargs.get("base_url"):
             args += ["--base-url", self.kwargs["base_url"]]
+        if body.get("protocol"):
+            args += ["--protocol", body["protocol"]]
         for field, flag in (("max_iterations", "--max-iterations"), ("max_depth", "--max-depth"), ("max_errors", "--max-errors"),
                             ("max_tokens", "--max-tokens"), ("max_cost_usd", "--max-cost")):
             if body.get(field) is not None:

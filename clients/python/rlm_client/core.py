@@ -134,9 +134,10 @@ class RLM:
             self._transport = SpawnTransport(rlm_path, backend, self.backend_kwargs)
 
     def _body(self, prompt: Any, root_prompt: Optional[str]) -> Dict[str, Any]:
-        # The reference's max_depth counts the root: 1 is a root whose
-        # rlm_query is a plain model call, which is rlm's max_depth 0.
-        body: Dict[str, Any] = {"task": root_prompt or DEFAULT_TASK, "context": prompt, "max_depth": self.max_depth - 1, "max_iterations": self.max_iterations}
+        # rlm runs the reference's protocol for this client: its prompt and
+        # answer dict, rlm_query(prompt, model), and its max_depth, which
+        # counts the root (1: rlm_query is a plain model call).
+        body: Dict[str, Any] = {"task": root_prompt or DEFAULT_TASK, "context": prompt, "protocol": "reference", "max_depth": self.max_depth, "max_iterations": self.max_iterations}
         model = self.backend_kwargs.get("model_name")
         if model:
             body["model"] = model

@@ -50,7 +50,7 @@ class TestRequest(unittest.TestCase):
                 max_depth=3, max_iterations=7, max_budget=1.5, max_timeout=60, max_tokens=1000, max_errors=2)
         r.completion({"k": [1, 2]}, root_prompt="q")
         self.assertEqual(r._transport.body, {"task": "q", "context": {"k": [1, 2]}, "model": "m", "subcall_model": "s",
-                                             "max_depth": 2, "max_iterations": 7, "max_cost_usd": 1.5,
+                                             "protocol": "reference", "max_depth": 3, "max_iterations": 7, "max_cost_usd": 1.5,
                                              "max_time_seconds": 60, "max_tokens": 1000, "max_errors": 2})
 
     def test_without_root_prompt_the_model_answers_the_prompt(self):

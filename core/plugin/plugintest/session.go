@@ -34,7 +34,7 @@ func (r *Recorder) Bridges() core.Bridges {
 			r.add("llm:" + prompt + "|" + model)
 			return "answer to " + prompt, nil
 		},
-		RLMQuery: func(_ context.Context, task string, sub *string) (string, error) {
+		RLMQuery: func(_ context.Context, task string, sub *string, _ string) (string, error) {
 			c := "<default>"
 			if sub != nil {
 				c = *sub

@@ -126,30 +126,74 @@ def _rlm_helpers_contexts(ctxs):
     return texts, has
 
 
+def _rlm_helpers_reference():
+    """Whether the loop speaks the reference implementation's protocol
+    (the RLM engine sets _rlm_protocol: core/engine/protocol.go)."""
+    return _rlm_helpers["ns"].get("_rlm_protocol") == "reference"
+
+
+# A batch's answer for a prompt that failed begins with this (core's
+# QueryErrorPrefix); the rest is the error.
+_RLM_QUERY_ERROR = "\x00rlm-query-error\x00"
+
+
+def _rlm_helpers_answers(kind, prompts, contexts=None, has_context=None, model=None):
+    """The answers to prompts. A prompt of a batch that failed has an
+    LLMQueryError in its place; in the reference protocol every failure is
+    a str starting "Error: ", as there, instead of raising."""
+    try:
+        results = _rlm_helpers_call(kind, prompts, contexts, has_context, model)
+    except LLMQueryError as e:
+        if not _rlm_helpers_reference():
+            raise
+        return ["Error: %s" % e] * len(prompts)
+    out = []
+    for r in results:
+        if isinstance(r, str) and r.startswith(_RLM_QUERY_ERROR):
+            msg = r[len(_RLM_QUERY_ERROR):]
+            r = ("Error: %s" % msg) if _rlm_helpers_reference() else LLMQueryError(msg)
+        out.append(r)
+    return out
+
+
 def llm_query(prompt, model=None):
     """Ask the session's model one question; returns its answer as a str."""
-    return _rlm_helpers_call("llm_query", [_rlm_helpers_text(prompt, "prompt")], model=_rlm_helpers_model(model))[0]
+    return _rlm_helpers_answers("llm_query", [_rlm_helpers_text(prompt, "prompt")], model=_rlm_helpers_model(model))[0]
 
 
 def llm_query_batched(prompts, model=None):
     """Ask several questions in one round trip; the host runs them
-    concurrently. Returns the answers in order."""
+    concurrently. Returns the answers in order; a prompt that failed has
+    an LLMQueryError in its place, the others their answers (in the
+    reference protocol, a str starting "Error: ")."""
     prompts = [_rlm_helpers_text(p, "prompt") for p in prompts]
     if not prompts:
         return []
-    return _rlm_helpers_call("llm_query", prompts, model=_rlm_helpers_model(model))
+    return _rlm_helpers_answers("llm_query", prompts, model=_rlm_helpers_model(model))
 
 
-def rlm_query(task, ctx=None):
-    """Run a recursive RLM sub-task. ctx defaults to the current `context`."""
+def _rlm_helpers_rlm_args(ctx, model):
+    """rlm_query's (ctx, model): in the reference protocol its signature is
+    rlm_query(prompt, model=None), so a second positional argument is the
+    model and the child explores the prompt."""
+    if _rlm_helpers_reference() and model is None and ctx is not None:
+        return None, ctx
+    return ctx, model
+
+
+def rlm_query(task, ctx=None, model=None):
+    """Run a recursive RLM sub-task. ctx defaults to the current `context`;
+    model, when given, drives the child loop."""
+    ctx, model = _rlm_helpers_rlm_args(ctx, model)
     texts, has = _rlm_helpers_contexts([ctx])
-    return _rlm_helpers_call("rlm_query", [_rlm_helpers_text(task, "task")], texts, has)[0]
+    return _rlm_helpers_answers("rlm_query", [_rlm_helpers_text(task, "task")], texts, has, _rlm_helpers_model(model))[0]
 
 
-def rlm_query_batched(tasks, ctxs=None):
+def rlm_query_batched(tasks, ctxs=None, model=None):
     """Run several sub-tasks in one round trip (concurrently on the host).
     ctxs, when given, must have one entry per task; None entries and a
     missing ctxs default to the current `context`."""
+    ctxs, model = _rlm_helpers_rlm_args(ctxs, model)
     tasks = [_rlm_helpers_text(t, "task") for t in tasks]
     if not tasks:
         return []
@@ -157,7 +201,7 @@ def rlm_query_batched(tasks, ctxs=None):
     if len(ctxs) != len(tasks):
         raise ValueError("rlm_query_batched: %d tasks but %d contexts" % (len(tasks), len(ctxs)))
     texts, has = _rlm_helpers_contexts(ctxs)
-    return _rlm_helpers_call("rlm_query", tasks, texts, has)
+    return _rlm_helpers_answers("rlm_query", tasks, texts, has, _rlm_helpers_model(model))
 
 
 def chunk_text(text, size=2000, overlap=200):
@@ -201,7 +245,8 @@ def search_context(pattern, window=200, flags=0, max_results=None):
 
 def SHOW_VARS():
     """Print and return the user's variables with their types (modules,
-    _private names and the helpers themselves left out)."""
+    _private names and the helpers themselves left out). In the reference
+    protocol it prints nothing and returns a str, as there."""
     import types
 
     names = _rlm_helpers["names"]
@@ -210,6 +255,11 @@ def SHOW_VARS():
         if k.startswith("_") or (k in names and names[k] is v) or isinstance(v, types.ModuleType):
             continue
         out[k] = type(v).__name__
+    if _rlm_helpers_reference():
+        out.pop("answer", None)
+        if not out:
+            return "No variables created yet. Use ```repl``` blocks to create variables."
+        return "Available variables: %s" % out
     if out:
         for k, t in out.items():
             print("%s: %s" % (k, t))

@@ -53,6 +53,8 @@ type Options struct {
 	MaxTokens     int64
 	MaxTime       time.Duration
 	MaxErrors     int
+	MaxSubcalls   int
+	Protocol      string
 	Trace         string
 	TraceHTML     string
 	Format        string
@@ -136,6 +138,8 @@ Exit status:
 	fl.Int64Var(&o.MaxTokens, "max-tokens", 0, "token cap of the whole run, sub-calls included (default: none)")
 	fl.DurationVar(&o.MaxTime, "max-time", 0, "wall-time cap of the whole run, e.g. 5m (default 30m)")
 	fl.IntVar(&o.MaxErrors, "max-errors", 0, "failed code blocks in a row before a best answer is asked for (default 5)")
+	fl.IntVar(&o.MaxSubcalls, "max-subcalls", 0, "llm_query and rlm_query calls of the whole run, at every depth (default: none)")
+	fl.StringVar(&o.Protocol, "protocol", "", "how the model finishes and recurses: rlm (FINAL, rlm_query(task, ctx)) or reference (the reference implementation's answer dict, rlm_query(prompt, model), its max_depth) (default rlm)")
 	fl.StringVar(&o.Trace, "trace", "", "write every event of the run to FILE as JSON lines")
 	fl.StringVar(&o.TraceHTML, "trace-html", "", "write the run as one self-contained HTML page to FILE (what rlm trace view makes)")
 	fl.StringVar(&o.Format, "format", "text", "output: text (the answer) or json (answer, source, usage)")
@@ -166,6 +170,7 @@ type plan struct {
 	backend      string
 	tools        engine.Tools
 	mcp          []mcpSource
+	protocol     string
 }
 
 // resolve applies flag > task file > config > default.
@@ -235,12 +240,32 @@ func (o *Options) resolve(cfg config.Config) (*plan, error) {
 	cmdutil.Override(o.Changed, "max-cost", &b.MaxCostUSD, o.MaxCost)
 	cmdutil.Override(o.Changed, "max-time", &b.MaxTime, o.MaxTime)
 	cmdutil.Override(o.Changed, "max-errors", &b.MaxErrors, o.MaxErrors)
+	setIf(&b.MaxSubcalls, tb.MaxSubcalls)
+	cmdutil.Override(o.Changed, "max-subcalls", &b.MaxSubcalls, o.MaxSubcalls)
+	p.protocol = first(o.Protocol, tf.Protocol)
+	if err := engine.CheckProtocol(p.protocol); err != nil {
+		return nil, err
+	}
+	if p.protocol == engine.ProtocolReference {
+		// The reference's max_depth counts the root (1: no recursion, its
+		// default); the engine's counts the levels of children.
+		ref := 1
+		if o.Changed("max-depth") {
+			ref = o.MaxDepth
+		} else if tb.MaxDepth != nil {
+			ref = *tb.MaxDepth
+		}
+		if ref < 1 {
+			return nil, fmt.Errorf("with --protocol reference, --max-depth is the reference's max_depth, which counts the root: 1 is a root with no children (its default), 2 one level of children; got %d", ref)
+		}
+		b.MaxDepth = ref - 1
+	}
 	switch {
 	case b.MaxIterations < 1:
 		return nil, fmt.Errorf("max-iterations must be at least 1 (got %d)", b.MaxIterations)
 	case b.MaxDepth < 0:
 		return nil, fmt.Errorf("max-depth must not be negative (got %d)", b.MaxDepth)
-	case b.MaxTokens < 0 || b.MaxCostUSD < 0 || b.MaxTime < 0 || b.MaxErrors < 0:
+	case b.MaxTokens < 0 || b.MaxCostUSD < 0 || b.MaxTime < 0 || b.MaxErrors < 0 || b.MaxSubcalls < 0:
 		return nil, fmt.Errorf("budgets must not be negative")
 	}
 	p.budget = b
@@ -343,9 +368,10 @@ func run(ctx context.Context, o *Options) error {
 	opts := engine.Options{
 		Provider: prov, Model: p.model, SubcallModel: p.subcallModel, Sandbox: factory,
 		Budget: p.budget, CellLimits: p.limits, MaxOutputChars: p.maxOutput, MaxConcurrent: p.maxConc,
-		OnEvent: prog.event,
-		Record:  engine.RunConfig{Provider: p.provider, Extra: extra},
-		Tools:   p.tools,
+		OnEvent:  prog.event,
+		Record:   engine.RunConfig{Provider: p.provider, Extra: extra},
+		Tools:    p.tools,
+		Protocol: p.protocol,
 	}
 	if trace != nil {
 		opts.Trace = trace
@@ -394,7 +420,7 @@ func run(ctx context.Context, o *Options) error {
 		if err := enc.Encode(out); err != nil {
 			return err
 		}
-	} else if runErr == nil {
+	} else if runErr == nil || res.Source == engine.SourcePartial {
 		ans := res.Answer
 		if !strings.HasSuffix(ans, "\n") {
 			ans += "\n"
@@ -413,6 +439,9 @@ func run(ctx context.Context, o *Options) error {
 	}
 	if runErr == nil {
 		return nil
+	}
+	if res.Source == engine.SourcePartial {
+		runErr = fmt.Errorf("%w; the output above is partial: answer[\"content\"] as the model had left it, never marked ready", runErr)
 	}
 	return &cmdutil.ExitError{Code: exitCode(ctx, runErr), Err: runErr}
 }

@@ -25,15 +25,17 @@ import (
 // Relative paths are relative to the task file's directory. Unknown keys
 // are errors that name the key and the file.
 type TaskFile struct {
-	Task         string     `toml:"task"`
-	Context      *string    `toml:"context"`
-	ContextFile  string     `toml:"context_file"`
-	ContextGlob  string     `toml:"context_glob"`
-	Provider     string     `toml:"provider"`
-	Model        string     `toml:"model"`
-	SubcallModel string     `toml:"subcall_model"`
-	Transcript   string     `toml:"transcript"`
-	Budget       TaskBudget `toml:"budget"`
+	Task         string  `toml:"task"`
+	Context      *string `toml:"context"`
+	ContextFile  string  `toml:"context_file"`
+	ContextGlob  string  `toml:"context_glob"`
+	Provider     string  `toml:"provider"`
+	Model        string  `toml:"model"`
+	SubcallModel string  `toml:"subcall_model"`
+	Transcript   string  `toml:"transcript"`
+	// Protocol is "rlm" or "reference" (engine/protocol.go).
+	Protocol string     `toml:"protocol"`
+	Budget   TaskBudget `toml:"budget"`
 	// Tools are Python files preloaded into every loop's REPL, and Tool
 	// the host-side tools (tools.go).
 	Tools []string   `toml:"tools"`
@@ -52,6 +54,7 @@ type TaskBudget struct {
 	MaxCostUSD    *float64         `toml:"max_cost_usd"`
 	MaxTime       *config.Duration `toml:"max_time"`
 	MaxErrors     *int             `toml:"max_errors"`
+	MaxSubcalls   *int             `toml:"max_subcalls"`
 }
 
 // LoadTaskFile reads and checks a task file.
