@@ -7,6 +7,9 @@
 # Python 3.8+; only the standard library.
 
 
+HOME_ALIAS = "/home/user"
+
+
 class _RlmSandbox:
     MARK = "\x1erlm-sandbox "
 
@@ -14,6 +17,12 @@ class _RlmSandbox:
         import os, tempfile
 
         self.root = os.path.realpath(os.getcwd())
+        # the name commands know the workspace by: /home/user, E2B's home,
+        # where the sandbox links it there (internal/sandbox/isolate's
+        # HomeAlias), else its own path
+        self.home = self.root
+        if os.path.realpath(HOME_ALIAS) == self.root:
+            self.home = HOME_ALIAS
         # command output is spooled here, outside the workspace the user
         # lists and snapshots
         self.spool = tempfile.mkdtemp(prefix="rlm-sandbox-")
@@ -84,9 +93,10 @@ class _RlmSandbox:
     def op_start(self, cmd, args, cwd, envs, tag=""):
         import os, subprocess
 
-        wd = self.path(cwd)
+        self.path(cwd)  # refuses one that leads out
+        wd = self.home if cwd == "." else os.path.join(self.home, cwd)
         env = dict(os.environ)
-        env["HOME"] = self.root
+        env["HOME"] = self.home
         env["PWD"] = wd
         env.update(envs or {})
         n = len(self.procs) + 1

@@ -127,29 +127,28 @@ func (h *handler) execute(w http.ResponseWriter, r *http.Request, b *box) {
 		}
 		code = sandbox.ContextCell(req.ContextID, code)
 	}
-	// The cell may run as long as the server allows; the client's own
-	// timeout (timeoutMs) ends the request, which interrupts the cell.
+	// The answer starts now, so that the SDK's execution timeout
+	// (timeoutMs, which runs from the response's headers) counts the cell:
+	// when it passes the client goes away, which interrupts the cell. The
+	// cell itself may run as long as the server allows.
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	enc := json.NewEncoder(w)
 	secs := h.srv.MaxTimeout().Seconds()
 	resp, err := h.srv.RunCell(r.Context(), b.id, &server.CellRequest{Code: &code, TimeoutSeconds: &secs})
 	if err != nil {
-		if ae, ok := err.(*server.APIError); ok && (ae.Status == http.StatusNotFound || ae.Status == http.StatusGone) {
-			http.Error(w, ae.Message, http.StatusBadGateway)
-			return
-		}
-		status := http.StatusInternalServerError
-		if ae, ok := err.(*server.APIError); ok {
-			status = ae.Status
-		}
-		http.Error(w, err.Error(), status)
+		// too late for a status: the failure is the cell's error
+		_ = enc.Encode(map[string]any{"type": "error", "name": "SandboxError", "value": err.Error(), "traceback": ""})
+		_ = enc.Encode(map[string]any{"type": "end_of_execution"})
 		return
 	}
 	h.mu.Lock()
 	b.executions++
 	n := b.executions
 	h.mu.Unlock()
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
-	enc := json.NewEncoder(w)
 	now := float64(time.Now().UnixMicro())
 	stderr, traceback := splitTraceback(resp.Stderr)
 	if resp.Stdout != "" {
