@@ -192,4 +192,3 @@ func memAvailable() int64 {
 	}
 	return 0
 }
-
