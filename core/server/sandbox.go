@@ -52,8 +52,10 @@ func (s *Server) sandboxOf(e *sessionEntry) *sandbox.Sandbox {
 // clients' programs would stall a command's output for no one's benefit.
 func (s *Server) sandboxCell(ctx context.Context, e *sessionEntry, c core.Cell) (*core.Result, error) {
 	cr, ok := e.sess.(core.CellRunner)
-	if !ok {
-		return nil, apiErr(http.StatusNotImplemented, CodeUnsupported, fmt.Sprintf("the %s runtime's sessions are not sandboxes (they take no files, so no commands or file operations)", e.language))
+	if !ok || e.language != "python" {
+		// The sandbox's helper is Python (core/sandbox/agent.py).
+		return nil, apiErr(http.StatusNotImplemented, CodeUnsupported, fmt.Sprintf(
+			"session %s is a %s session: commands and file operations run through a python session's interpreter; open one with POST /sessions {\"language\": \"python\"}", e.id, e.language))
 	}
 	e.cell.Lock()
 	defer e.cell.Unlock()
