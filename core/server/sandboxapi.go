@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -151,8 +152,9 @@ func (s *Server) handleCommand(w http.ResponseWriter, r *http.Request, id string
 func RunCommand(ctx context.Context, box *sandbox.Sandbox, pid int, timeout time.Duration, onOutput func(stderr bool, data []byte) error) (*CommandResult, error) {
 	res := &CommandResult{PID: pid}
 	var out, errb []byte
+	var timedOut atomic.Bool
 	timer := time.AfterFunc(timeout, func() {
-		res.TimedOut = true
+		timedOut.Store(true)
 		_ = box.Signal(context.WithoutCancel(ctx), pid, syscall.SIGKILL)
 	})
 	defer timer.Stop()
@@ -172,7 +174,7 @@ func RunCommand(ctx context.Context, box *sandbox.Sandbox, pid int, timeout time
 	if err != nil {
 		return nil, err
 	}
-	res.Stdout, res.Stderr = string(out), string(errb)
+	res.Stdout, res.Stderr, res.TimedOut = string(out), string(errb), timedOut.Load()
 	code := ex.Code
 	res.ExitCode, res.Signal = &code, ex.Signal
 	return res, nil

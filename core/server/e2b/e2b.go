@@ -222,6 +222,7 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	h.boxes[b.id] = b
 	h.mu.Unlock()
+	h.forgetEnded()
 	writeJSON(w, http.StatusCreated, h.sandboxJSON(b))
 }
 
@@ -254,6 +255,21 @@ func (h *handler) lookup(id string) (*box, time.Time, bool) {
 		return nil, time.Time{}, false
 	}
 	return b, end, true
+}
+
+// forgetEnded drops what it knows of sandboxes whose sessions ended
+// without it hearing (timed out, idle, their interpreter gone), so that
+// the table does not grow with every sandbox ever made.
+func (h *handler) forgetEnded() {
+	h.mu.Lock()
+	ids := make([]string, 0, len(h.boxes))
+	for id := range h.boxes {
+		ids = append(ids, id)
+	}
+	h.mu.Unlock()
+	for _, id := range ids {
+		h.lookup(id) // forgets it when its session is gone
+	}
 }
 
 func notFound(w http.ResponseWriter, id string) {
