@@ -147,8 +147,9 @@ class _RlmSandbox:
         return None
 
     def op_signal(self, pid, sig):
-        import os
+        import os, signal
 
+        sig = int(sig) if sig.isdigit() else int(getattr(signal, sig))
         r = self._proc(pid)
         if r["p"].poll() is not None:
             raise _NoProcess("process %d has already ended" % pid)

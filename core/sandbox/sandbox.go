@@ -33,6 +33,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -347,9 +349,30 @@ func (s *Sandbox) Wait(ctx context.Context, pid int, onOutput func(stderr bool, 
 // ("killed", "terminated"), which E2B's status strings use.
 func signalName(sig syscall.Signal) string { return sig.String() }
 
-// Signal sends sig to command pid and everything it started.
-func (s *Sandbox) Signal(ctx context.Context, pid int, sig syscall.Signal) error {
-	return s.call(ctx, "signal", map[string]any{"pid": pid, "sig": int(sig)}, nil)
+// Signal sends sig (a name from ParseSignal) to command pid and
+// everything it started. Signals travel by name: the helper resolves
+// the number on the sandbox's own system.
+func (s *Sandbox) Signal(ctx context.Context, pid int, sig string) error {
+	return s.call(ctx, "signal", map[string]any{"pid": pid, "sig": sig}, nil)
+}
+
+// signals are the signals a client may send a command, by name.
+var signals = []string{"SIGKILL", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCONT", "SIGSTOP"}
+
+// ParseSignal reads a signal a client names ("SIGTERM", "term", "15");
+// "" is SIGKILL. It gives the canonical name, or a number as given.
+func ParseSignal(v string) (string, bool) {
+	if v == "" {
+		return "SIGKILL", true
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		return v, n > 0 && n < 65
+	}
+	name := strings.ToUpper(v)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	return name, slices.Contains(signals, name)
 }
 
 // Processes lists the commands running now.

@@ -57,3 +57,16 @@ func TestCallInstallsOnceAndDecodes(t *testing.T) {
 		t.Fatalf("an empty command: %v", err)
 	}
 }
+
+func TestParseSignal(t *testing.T) {
+	for in, want := range map[string]string{"": "SIGKILL", "TERM": "SIGTERM", "sigint": "SIGINT", "SIGUSR1": "SIGUSR1", "15": "15"} {
+		if got, ok := ParseSignal(in); !ok || got != want {
+			t.Errorf("ParseSignal(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"bogus", "SIGFOO", "0", "99", "-9"} {
+		if _, ok := ParseSignal(in); ok {
+			t.Errorf("ParseSignal(%q) accepted", in)
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rlmkit/rlm/core/sandbox"
@@ -155,10 +154,10 @@ func RunCommand(ctx context.Context, box *sandbox.Sandbox, pid int, timeout time
 	var timedOut atomic.Bool
 	timer := time.AfterFunc(timeout, func() {
 		timedOut.Store(true)
-		_ = box.Signal(context.WithoutCancel(ctx), pid, syscall.SIGKILL)
+		_ = box.Signal(context.WithoutCancel(ctx), pid, "SIGKILL")
 	})
 	defer timer.Stop()
-	stop := context.AfterFunc(ctx, func() { _ = box.Signal(context.WithoutCancel(ctx), pid, syscall.SIGKILL) })
+	stop := context.AfterFunc(ctx, func() { _ = box.Signal(context.WithoutCancel(ctx), pid, "SIGKILL") })
 	defer stop()
 	ex, err := box.Wait(context.WithoutCancel(ctx), pid, func(stderr bool, b []byte) error {
 		if stderr {
@@ -191,7 +190,7 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, id, pidTex
 		writeError(w, e)
 		return
 	}
-	sig, ok := ParseSignal(req.Signal)
+	sig, ok := sandbox.ParseSignal(req.Signal)
 	if !ok {
 		writeError(w, badField("signal", "%q is not a signal: give a number or a name such as SIGTERM or KILL", req.Signal))
 		return
@@ -203,31 +202,6 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request, id, pidTex
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-}
-
-// ParseSignal reads a signal's number or name ("SIGTERM", "term"); ""
-// is SIGKILL.
-func ParseSignal(v string) (syscall.Signal, bool) {
-	if v == "" {
-		return syscall.SIGKILL, true
-	}
-	if n, err := strconv.Atoi(v); err == nil && n > 0 && n < 65 {
-		return syscall.Signal(n), true
-	}
-	names := map[string]syscall.Signal{"KILL": syscall.SIGKILL, "TERM": syscall.SIGTERM, "INT": syscall.SIGINT,
-		"HUP": syscall.SIGHUP, "QUIT": syscall.SIGQUIT, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2}
-	up := []byte(v)
-	for i, c := range up {
-		if 'a' <= c && c <= 'z' {
-			up[i] = c - 32
-		}
-	}
-	name := string(up)
-	if len(name) > 3 && name[:3] == "SIG" {
-		name = name[3:]
-	}
-	sig, ok := names[name]
-	return sig, ok
 }
 
 func (s *Server) handleFiles(w http.ResponseWriter, r *http.Request, id string) {

@@ -3,6 +3,7 @@ package e2b
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +14,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rlmkit/rlm/core/sandbox"
@@ -352,8 +352,8 @@ type selector struct {
 }
 
 type signalRequest struct {
-	Process selector `json:"process"`
-	Signal  any      `json:"signal"` // enum: a name or a number
+	Process selector        `json:"process"`
+	Signal  json.RawMessage `json:"signal"` // enum: a name or a number
 }
 
 type connectRequest struct {
@@ -471,23 +471,17 @@ func processList(ctx context.Context, box *sandbox.Sandbox) (any, *rpcError) {
 	return map[string]any{"processes": out}, nil
 }
 
-// signals are envd's Signal enum values by name.
-var signals = map[string]syscall.Signal{"SIGNAL_SIGKILL": syscall.SIGKILL, "SIGNAL_SIGTERM": syscall.SIGTERM}
+// signals are envd's Signal enum values: by name and by number.
+var signals = map[string]string{"SIGNAL_SIGKILL": "SIGKILL", "SIGNAL_SIGTERM": "SIGTERM", "9": "SIGKILL", "15": "SIGTERM"}
 
 func sendSignal(ctx context.Context, box *sandbox.Sandbox, req *signalRequest) (any, *rpcError) {
 	pid, e := resolve(ctx, box, req.Process)
 	if e != nil {
 		return nil, e
 	}
-	var sig syscall.Signal
-	switch v := req.Signal.(type) {
-	case string:
-		sig = signals[v]
-	case float64:
-		sig = syscall.Signal(int(v))
-	}
-	if sig != syscall.SIGKILL && sig != syscall.SIGTERM {
-		return nil, rpcErr("invalid_argument", "signal %v: envd sends SIGNAL_SIGKILL (9) or SIGNAL_SIGTERM (15)", req.Signal)
+	sig, ok := signals[strings.Trim(string(req.Signal), `"`)]
+	if !ok {
+		return nil, rpcErr("invalid_argument", "signal %s: envd sends SIGNAL_SIGKILL (9) or SIGNAL_SIGTERM (15)", req.Signal)
 	}
 	if err := box.Signal(ctx, pid, sig); err != nil {
 		return nil, fromSandbox(err)
