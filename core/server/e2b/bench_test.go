@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 
 // serveE2B serves the E2B API over a real server with the python plugin
 // (this test binary), with `rlm serve`'s defaults: 2 warm sessions, a
-// queue of 64 runs, namespace sandboxes.
+// queue of 64 runs, namespace sandboxes of 1 GiB and 256 processes.
 func serveE2B(tb testing.TB, maxSessions int) string {
 	tb.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
@@ -47,7 +47,7 @@ func serveE2B(tb testing.TB, maxSessions int) string {
 		tb.Skipf("rlm serve's sandboxes are namespaces, which this host cannot make: %v", err)
 	}
 	s, err := server.New(server.Config{Modes: []string{"python"}, WarmSessions: 2, MaxSessions: maxSessions, Queue: 64,
-		Limits: core.Limits{Isolation: "namespace"},
+		Limits: core.Limits{Isolation: "namespace", MemoryBytes: 1 << 30, MaxProcesses: 256},
 		Open: func(ctx context.Context, name string) (*client.Runtime, error) {
 			p, err := launch.Launch(path)
 			if err != nil {
