@@ -19,7 +19,7 @@ const scenarios = {
   // timeout that interrupts the cell, a second context.
   async interpreter() {
     const sbx = await Sandbox.create()
-    check('create', /^[0-9a-f]{32}$/.test(sbx.sandboxId), sbx.sandboxId)
+    check('create', /^[\w.-]{16,}$/.test(sbx.sandboxId), sbx.sandboxId)
     let r = await sbx.runCode('x = 41\nprint("hello")\nx + 1')
     check('first cell result', r.text === '42', r.text)
     check('first cell stdout', r.logs.stdout.join('') === 'hello\n', r.logs)
