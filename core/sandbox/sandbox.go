@@ -163,6 +163,9 @@ func installCode() string {
 
 // decode reads the helper's answer line from a cell's stdout.
 func decode(res *core.Result, out any) error {
+	if res.StdoutOmitted > 0 {
+		return &Error{Kind: Failed, Message: fmt.Sprintf("the sandbox's helper answered more than the server keeps of a cell's output (%d bytes cut): raise the output limit (rlm serve --max-output) to at least 1MiB", res.StdoutOmitted)}
+	}
 	i := strings.LastIndex(res.Stdout, mark)
 	if i < 0 {
 		why := res.Error
@@ -268,8 +271,10 @@ func (e Exit) Status() string {
 	return fmt.Sprintf("exit status %d", e.Code)
 }
 
-// pollLimit is the most output of each stream one poll reads.
-const pollLimit = 256 << 10
+// pollLimit is the most output of each stream one poll reads: both
+// streams' worth in base64 stays well inside the 1 MiB a cell's output
+// keeps by default.
+const pollLimit = 192 << 10
 
 // Wait follows command pid until it exits, giving its output to onOutput
 // as it comes (stderr false: stdout), and returns how it ended. Only one
@@ -451,7 +456,7 @@ func (s *Sandbox) Move(ctx context.Context, src, dst string) (Entry, error) {
 }
 
 // readChunk is the most of a file one cell reads (its base64 stays well
-// inside a cell's output cap).
+// inside the 1 MiB a cell's output keeps by default).
 const readChunk = 512 << 10
 
 // ReadFile reads file path, refusing one over limit bytes.

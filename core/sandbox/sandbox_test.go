@@ -31,6 +31,7 @@ func TestCallInstallsOnceAndDecodes(t *testing.T) {
 		{Stdout: "noise\n" + mark + `{"ok": {"pid": 7}}` + "\n"},
 		{Stdout: mark + `{"error": {"kind": "not_found", "message": "x: No such file"}}` + "\n"},
 		{ExitCode: 1, Error: "KeyboardInterrupt", EndedBy: "timeout"},
+		{Stdout: mark + `{"ok": {"data": "AAAA`, StdoutOmitted: 5000},
 	}
 	box := New(func(_ context.Context, c core.Cell) (*core.Result, error) {
 		cells = append(cells, c.Code)
@@ -49,6 +50,10 @@ func TestCallInstallsOnceAndDecodes(t *testing.T) {
 	_, err = box.Stat(context.Background(), "y")
 	if ErrorKind(err) != Failed || !strings.Contains(err.Error(), "KeyboardInterrupt") {
 		t.Fatalf("a cell without an answer: %v", err)
+	}
+	_, err = box.ReadFile(context.Background(), "big", 1<<30)
+	if ErrorKind(err) != Failed || !strings.Contains(err.Error(), "--max-output") {
+		t.Fatalf("a cut answer: %v", err)
 	}
 	if !strings.Contains(cells[0], "_RlmSandbox") || strings.Contains(cells[1], "_RlmSandbox") {
 		t.Fatalf("the helper should be installed by the first cell only:\n%.200s\n%.200s", cells[0], cells[1])
