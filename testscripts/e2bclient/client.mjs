@@ -100,6 +100,14 @@ const scenarios = {
     check('files.rename', moved.path === '/home/user/made/up.txt', moved)
     await sbx.files.remove('/home/user/made')
     check('files.remove', !(await sbx.files.exists('/home/user/made')), null)
+    // Past one cell's worth: files and output go in slices.
+    const big = 'x'.repeat(3_000_000) + 'END'
+    await sbx.files.write('/home/user/big.txt', big)
+    const back = await sbx.files.read('/home/user/big.txt')
+    check('a 3 MB file round trip', back.length === big.length && back.endsWith('END'), back.length)
+    c = await sbx.commands.run('head -c 2000000 /dev/zero | tr "\\0" y; echo; echo done')
+    check('2 MB of command output', c.stdout.length === 2000006 && c.stdout.endsWith('y\ndone\n'), c.stdout.length)
+    await sbx.files.remove('/home/user/big.txt')
     const info = await sbx.files.getInfo('from_code.txt')
     check('files.getInfo', info.type === 'file' && info.size === 16 && info.path === '/home/user/from_code.txt', info)
     const out = await throws(() => sbx.files.read('/etc/passwd'))
