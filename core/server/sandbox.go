@@ -171,3 +171,7 @@ func sandboxError(err error) *APIError {
 
 // MaxTimeout is the longest a run or cell may be given (Config.MaxTimeout).
 func (s *Server) MaxTimeout() time.Duration { return s.cfg.MaxTimeout }
+
+// DefaultTimeout is a run's or cell's timeout when it gives none
+// (Config.DefaultTimeout).
+func (s *Server) DefaultTimeout() time.Duration { return s.cfg.DefaultTimeout }
