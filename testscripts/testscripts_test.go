@@ -97,6 +97,9 @@ func params(dir string) testscript.Params {
 			if cond == "mcpclient" {
 				return mcpClientCondition()
 			}
+			if cond == "e2bclient" {
+				return e2bClientCondition()
+			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Setup: func(env *testscript.Env) error {

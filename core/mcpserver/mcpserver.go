@@ -159,6 +159,7 @@ func New(srv *server.Server, o Options) *mcp.Server {
 			"If the result says state_lost, the session was restarted after a timeout and its variables are gone.",
 		Annotations: &mcp.ToolAnnotations{Title: "Run code in a session", OpenWorldHint: &yes},
 	}, t.sessionRun)
+	addSandboxTools(ms, t)
 	mcp.AddTool(ms, &mcp.Tool{
 		Name:        "session_get_variable",
 		Description: "Read a variable of an open session as JSON, without printing it.",

@@ -123,6 +123,7 @@ func TestListTools(t *testing.T) {
 		"list_runtimes":        nil,
 		"session_open":         {"language", "context", "env", "model"},
 		"session_run":          {"session_id", "code", "timeout_seconds", "files"},
+		"session_command":      {"session_id", "command", "cwd", "env", "timeout_seconds"},
 		"session_get_variable": {"session_id", "name"},
 		"session_close":        {"session_id"},
 	}

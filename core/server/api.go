@@ -340,7 +340,13 @@ func (s *Server) CloseSession(id string) error {
 }
 
 func (s *Server) closeSession(id string) (string, *APIError) {
-	e := s.sessions.remove(id, "was deleted (DELETE /sessions/"+id+", or MCP session_close)")
+	return s.endSession(id, "was deleted (DELETE /sessions/"+id+", or MCP session_close)")
+}
+
+// endSession ends session id, remembering why (a phrase after "it"), as
+// DELETE does.
+func (s *Server) endSession(id, why string) (string, *APIError) {
+	e := s.sessions.remove(id, why)
 	if e == nil {
 		return "", s.sessionNotFound(id)
 	}

@@ -286,12 +286,20 @@ func TestOpenAPIMatchesHandler(t *testing.T) {
 			t.Errorf("%s is served but not in docs/openapi.json", path)
 		}
 	}
+	// The sandbox endpoints of sessions (sandboxapi.go).
+	for _, path := range []string{"/sessions/{id}/commands", "/sessions/{id}/commands/{pid}/signal", "/sessions/{id}/files"} {
+		if _, ok := doc.Paths[path]; !ok {
+			t.Errorf("%s is served but not in docs/openapi.json", path)
+		}
+	}
 	// A session to address; bodies that are valid for each request schema.
 	sid := call(t, "POST", url+"/sessions", `{}`).body["id"].(string)
 	call(t, "POST", url+"/sessions/"+sid+"/execute", `{"code": "set v 1"}`)
 	bodies := map[string]string{
 		"#/components/schemas/ExecuteRequest": `{"code": "echo hi"}`,
 		"#/components/schemas/SessionRequest": `{}`,
+		"#/components/schemas/CommandRequest": `{"command": "echo hi"}`,
+		"#/components/schemas/SignalRequest":  `{"signal": "TERM"}`,
 		"#/components/schemas/CellRequest":    `{"code": "echo hi"}`,
 		"#/components/schemas/MCPRequest":     `{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}`,
 		"#/components/schemas/RunCodeRequest": `{"code": "echo hi", "language": "bash"}`,

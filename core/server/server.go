@@ -368,6 +368,8 @@ func (s *Server) route(r *http.Request) (string, http.HandlerFunc) {
 		return allow("/sessions/{id}/variables/{name}", "GET", func(w http.ResponseWriter, r *http.Request) {
 			s.handleSessionVariable(w, r, parts[1], parts[3])
 		})
+	case len(parts) >= 3 && parts[0] == "sessions" && parts[1] != "" && (parts[2] == "commands" || parts[2] == "files"):
+		return s.sandboxRoute(parts, allow)
 	}
 	return "other", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr(http.StatusNotFound, CodeNotFound, "no such endpoint: "+p+" (see GET /openapi.json)"))

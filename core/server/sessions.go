@@ -84,6 +84,9 @@ type sessionEntry struct {
 	deleted atomic.Bool
 	// running is the cell running now, for POST /sessions/{id}/interrupt.
 	running running
+	// sb is the session as a sandbox: its commands, files and lifetime
+	// (sandbox.go).
+	sb sandboxState
 }
 
 // deletedError answers a request on a session that DELETE removed while
@@ -193,7 +196,7 @@ func (t *sessionTable) janitor(stop <-chan struct{}) {
 			var expired []*sessionEntry
 			t.mu.Lock()
 			for id, e := range t.byID {
-				if e != nil && e.busy == 0 && now.Sub(e.lastUsed) > t.idle {
+				if e != nil && e.busy == 0 && now.Sub(e.lastUsed) > t.idle && !e.sb.hasDeadline() {
 					delete(t.byID, id)
 					t.end(id, fmt.Sprintf("expired after %s idle", t.idle))
 					expired = append(expired, e)
@@ -211,6 +214,7 @@ func (t *sessionTable) janitor(stop <-chan struct{}) {
 }
 
 func (e *sessionEntry) close() error {
+	e.sb.stopDeadline()
 	if e.closer != nil {
 		return e.closer()
 	}

@@ -73,7 +73,7 @@ async function main() {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
   check(`list tools: ${names.join(" ")}`,
-    JSON.stringify(names) === JSON.stringify(["list_runtimes", "run_code", "session_close", "session_get_variable", "session_open", "session_run"]), names);
+    JSON.stringify(names) === JSON.stringify(["list_runtimes", "run_code", "session_close", "session_command", "session_get_variable", "session_open", "session_run"]), names);
   const rc = tools.find((t) => t.name === "run_code");
   check("run_code schema", ["language", "code", "stdin", "timeout_seconds", "files"].every((a) => rc.inputSchema.properties[a]?.description), rc.inputSchema);
 

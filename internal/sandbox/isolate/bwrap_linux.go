@@ -121,6 +121,7 @@ func planBwrap(bwrap string, spec *Spec, st *stage, firstFD int, seccomp []byte)
 		add("--ro-bind", st.source(ro), ro)
 	}
 	add("--size", strconv.FormatInt(spec.diskBytes(), 10), "--perms", "0700", "--tmpfs", SandboxWorkdir,
+		"--symlink", SandboxWorkdir, HomeAlias,
 		"--chdir", SandboxWorkdir, "--remount-ro", "/")
 	add("--seccomp", addData(string(seccomp)))
 	// bwrap writes the host pid of the sandbox's pid 1 here; the descriptor

@@ -155,6 +155,12 @@ const (
 // every host.
 const SandboxWorkdir = "/workspace"
 
+// HomeAlias is a symlink to SandboxWorkdir inside a namespace sandbox: the
+// home directory E2B's users (and the agents written for its sandboxes)
+// assume their files are in, so `/home/user/data.csv` and `cd ~` find the
+// workspace (core/sandbox gives it as $HOME to commands).
+const HomeAlias = "/home/user"
+
 // DefaultTmpBytes caps the private /tmp and /dev/shm when Spec.TmpBytes is 0.
 const DefaultTmpBytes = 64 << 20
 

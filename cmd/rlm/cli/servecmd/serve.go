@@ -51,6 +51,8 @@ type Options struct {
 	Model modelflags.SessionFlags
 	// AllowUnsandboxed: see config.Serve.AllowUnsandboxed.
 	AllowUnsandboxed []string
+	// E2BAddr, when set, serves E2B's API there (e2b.go).
+	E2BAddr string
 
 	// Changed reports whether a flag was given.
 	Changed func(name string) bool
@@ -114,6 +116,7 @@ finish for --grace, kills what is left and exits 0.`,
 	fl.StringVar(&o.BodyLimit, "body-limit", "", "largest request body, e.g. 8MiB; larger gets 413 (default from config: 8MiB)")
 	fl.StringVar(&o.Token, "token", "", "bearer token required on all but /health (prefer env RLM_TOKEN: flags show in ps)")
 	fl.BoolVar(&o.AllowUnauthenticated, "allow-unauthenticated", false, "listen on a non-loopback address without a token (only behind a proxy or private network that authenticates; env RLM_ALLOW_UNAUTHENTICATED)")
+	fl.StringVar(&o.E2BAddr, "e2b-addr", "", "also serve E2B's sandbox API on this address, for the E2B SDKs (E2B_API_URL and E2B_SANDBOX_URL; see docs/e2b.md)")
 	fl.DurationVar(&o.Grace, "grace", 0, "on SIGTERM/SIGINT, time in-flight requests get to finish (default from config: 5s)")
 	o.RegisterEngineFlags(fl)
 	return cmd
@@ -414,6 +417,18 @@ func Run(ctx context.Context, o *Options) error {
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if o.E2BAddr != "" {
+		stopE2B, err := startE2B(o.E2BAddr, srv, st.Token, st.AllowUnauthenticated, logger, base)
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			stopE2B(sctx)
+		}()
 	}
 	addr := ln.Addr().String()
 	logger.Info("listening", "addr", "http://"+addr, "modes", strings.Join(modes, ","),
