@@ -20,12 +20,15 @@ func (n *node) execute(it, block int, code string) (string, bool, error) {
 		return "", false, &failure{kind: ErrSandbox, msg: fmt.Sprintf("running a code block (depth %d, iteration %d)", n.depth, it), err: err}
 	}
 	if res.StateLost {
-		// The restarted REPL has its helpers again, but not the tools
-		// nor the protocol.
+		// The restarted REPL has its helpers and context again, but not
+		// the tools, the protocol nor the named inputs' variables.
 		if err := n.loadTools(); err != nil {
 			return "", false, err
 		}
 		if err := n.setProtocol(); err != nil {
+			return "", false, err
+		}
+		if err := n.bindVars(); err != nil {
 			return "", false, err
 		}
 	}

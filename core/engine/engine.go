@@ -75,6 +75,12 @@ type Options struct {
 	// Protocol is ProtocolRLM (the default) or ProtocolReference
 	// (protocol.go).
 	Protocol string
+	// BindContextVars makes each key of a dict context a variable of the
+	// root loop's REPL too (rlm run --var NAME=FILE).
+	BindContextVars bool
+	// CompactAfterChars, when positive, summarises a loop's older turns
+	// once its history is longer than that many characters (compact.go).
+	CompactAfterChars int
 }
 
 // Defaults for [Options].
@@ -288,6 +294,9 @@ func (r *run) loop(ctx context.Context, id int, parent *int, depth int, task str
 	if err := n.setProtocol(); err != nil {
 		return nil, err
 	}
+	if err := n.bindVars(); err != nil {
+		return nil, err
+	}
 	res, err := n.turns(task, info)
 	if err != nil && res == nil {
 		return n.partialAnswer(err)
@@ -319,6 +328,10 @@ func (n *node) turns(task string, info *CtxInfo) (*loopResult, error) {
 			n.warn(w)
 		}
 		n.emit(Event{Type: EventIteration, Iteration: it})
+		var cerr error
+		if msgs, cerr = n.compact(it, msgs); cerr != nil {
+			return nil, cerr
+		}
 		resp, err := n.call(it, caller, n.model, r.system(), msgs)
 		if err != nil {
 			return nil, err

@@ -55,6 +55,12 @@ type Options struct {
 	MaxErrors     int
 	MaxSubcalls   int
 	Protocol      string
+	Temperature   float64
+	MaxOutTokens  int
+	SystemPrompt  string
+	Vars          []string
+	ContextJSON   string
+	CompactAfter  int
 	Trace         string
 	TraceHTML     string
 	Format        string
@@ -139,6 +145,12 @@ Exit status:
 	fl.DurationVar(&o.MaxTime, "max-time", 0, "wall-time cap of the whole run, e.g. 5m (default 30m)")
 	fl.IntVar(&o.MaxErrors, "max-errors", 0, "failed code blocks in a row before a best answer is asked for (default 5)")
 	fl.IntVar(&o.MaxSubcalls, "max-subcalls", 0, "llm_query and rlm_query calls of the whole run, at every depth (default: none)")
+	fl.Float64Var(&o.Temperature, "temperature", 0, "sampling temperature of every model call (default: the model's)")
+	fl.IntVar(&o.MaxOutTokens, "max-output-tokens", 0, "cap on each model reply, in tokens (default: the provider's)")
+	fl.StringVar(&o.SystemPrompt, "system-prompt", "", "file whose text replaces the protocol's system prompt (tools are still listed after it)")
+	fl.StringArrayVar(&o.Vars, "var", nil, "NAME=FILE: a named input; `context` becomes a dict of them and each NAME a REPL variable (a .json file decoded) (repeatable)")
+	fl.IntVar(&o.CompactAfter, "compact-after", 0, "summarise a loop's older turns once its history passes this many characters (default: never)")
+	fl.StringVar(&o.ContextJSON, "context-json", "", "JSON file decoded into `context` (a list or dict in Python), or - for stdin")
 	fl.StringVar(&o.Protocol, "protocol", "", "how the model finishes and recurses: rlm (FINAL, rlm_query(task, ctx)) or reference (the reference implementation's answer dict, rlm_query(prompt, model), its max_depth) (default rlm)")
 	fl.StringVar(&o.Trace, "trace", "", "write every event of the run to FILE as JSON lines")
 	fl.StringVar(&o.TraceHTML, "trace-html", "", "write the run as one self-contained HTML page to FILE (what rlm trace view makes)")
@@ -171,6 +183,10 @@ type plan struct {
 	tools        engine.Tools
 	mcp          []mcpSource
 	protocol     string
+	temperature  *float64
+	maxOutTokens int
+	system       string
+	bindVars     bool
 }
 
 // resolve applies flag > task file > config > default.
@@ -189,7 +205,13 @@ func (o *Options) resolve(cfg config.Config) (*plan, error) {
 	if strings.TrimSpace(p.task) == "" {
 		return nil, fmt.Errorf("%s has no task: set task = \"...\" or pass --task", o.TaskFile)
 	}
+	inputs, err := o.inputContext()
+	if err != nil {
+		return nil, err
+	}
 	switch {
+	case inputs != nil:
+		p.ctx, p.bindVars = inputs, len(o.Vars) > 0
 	case o.Context == "-":
 		b, err := io.ReadAll(o.F.IO.In)
 		if err != nil {
@@ -242,6 +264,30 @@ func (o *Options) resolve(cfg config.Config) (*plan, error) {
 	cmdutil.Override(o.Changed, "max-errors", &b.MaxErrors, o.MaxErrors)
 	setIf(&b.MaxSubcalls, tb.MaxSubcalls)
 	cmdutil.Override(o.Changed, "max-subcalls", &b.MaxSubcalls, o.MaxSubcalls)
+	if o.Changed("temperature") {
+		if o.Temperature < 0 {
+			return nil, fmt.Errorf("--temperature must not be negative (got %g)", o.Temperature)
+		}
+		t := o.Temperature
+		p.temperature = &t
+	}
+	if o.CompactAfter < 0 {
+		return nil, fmt.Errorf("--compact-after must not be negative (got %d)", o.CompactAfter)
+	}
+	if o.MaxOutTokens < 0 {
+		return nil, fmt.Errorf("--max-output-tokens must not be negative (got %d)", o.MaxOutTokens)
+	}
+	p.maxOutTokens = o.MaxOutTokens
+	if o.SystemPrompt != "" {
+		b, err := os.ReadFile(o.SystemPrompt)
+		if err != nil {
+			return nil, fmt.Errorf("--system-prompt: %w", err)
+		}
+		if strings.TrimSpace(string(b)) == "" {
+			return nil, fmt.Errorf("--system-prompt %s is empty", o.SystemPrompt)
+		}
+		p.system = string(b)
+	}
 	p.protocol = first(o.Protocol, tf.Protocol)
 	if err := engine.CheckProtocol(p.protocol); err != nil {
 		return nil, err
@@ -372,6 +418,9 @@ func run(ctx context.Context, o *Options) error {
 		Record:   engine.RunConfig{Provider: p.provider, Extra: extra},
 		Tools:    p.tools,
 		Protocol: p.protocol,
+
+		Temperature: p.temperature, MaxTokensPerCall: p.maxOutTokens, SystemPrompt: p.system,
+		BindContextVars: p.bindVars, CompactAfterChars: o.CompactAfter,
 	}
 	if trace != nil {
 		opts.Trace = trace

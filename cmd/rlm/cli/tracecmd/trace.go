@@ -228,6 +228,8 @@ func (p *printer) node(id int, ind string) {
 			if ev.Error == "" {
 				p.text(in+"  ", "answer", ev.Answer)
 			}
+		case engine.EventCompaction:
+			fmt.Fprintf(w, "%s~ compacted: %s\n", in, ev.Message)
 		case engine.EventBudgetWarning:
 			fmt.Fprintf(w, "%s! budget warning: %s\n", in, ev.Message)
 		case engine.EventWarning:
