@@ -46,6 +46,20 @@ type Budget struct {
 	MaxSubcalls int `json:"max_subcalls,omitempty"`
 }
 
+// Validate refuses a budget no run can have: fewer than one iteration, or
+// a negative part. The messages name the flags of rlm run and rlm bench.
+func (b Budget) Validate() error {
+	switch {
+	case b.MaxIterations < 1:
+		return fmt.Errorf("--max-iterations must be at least 1 (got %d)", b.MaxIterations)
+	case b.MaxDepth < 0:
+		return fmt.Errorf("--max-depth must not be negative (got %d)", b.MaxDepth)
+	case b.MaxTokens < 0 || b.MaxCostUSD < 0 || b.MaxTime < 0 || b.MaxErrors < 0 || b.MaxSubcalls < 0:
+		return fmt.Errorf("budgets must not be negative")
+	}
+	return nil
+}
+
 // Defaults for the budget's per-loop fields.
 const (
 	DefaultMaxIterations = 20

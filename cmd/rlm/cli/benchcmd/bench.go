@@ -177,15 +177,7 @@ func (o *Options) budget(rc config.Run) (engine.Budget, error) {
 	cmdutil.Override(o.Changed, "max-tokens", &b.MaxTokens, o.MaxTokens)
 	cmdutil.Override(o.Changed, "max-cost", &b.MaxCostUSD, o.MaxCost)
 	cmdutil.Override(o.Changed, "max-time", &b.MaxTime, o.MaxTime)
-	switch {
-	case b.MaxIterations < 1:
-		return b, fmt.Errorf("--max-iterations must be at least 1 (got %d)", b.MaxIterations)
-	case b.MaxDepth < 0:
-		return b, fmt.Errorf("--max-depth must not be negative (got %d)", b.MaxDepth)
-	case b.MaxTokens < 0 || b.MaxCostUSD < 0 || b.MaxTime < 0:
-		return b, fmt.Errorf("budgets must not be negative")
-	}
-	return b, nil
+	return b, b.Validate()
 }
 
 func run(ctx context.Context, o *Options) error {

@@ -306,13 +306,8 @@ func (o *Options) resolve(cfg config.Config) (*plan, error) {
 		}
 		b.MaxDepth = ref - 1
 	}
-	switch {
-	case b.MaxIterations < 1:
-		return nil, fmt.Errorf("max-iterations must be at least 1 (got %d)", b.MaxIterations)
-	case b.MaxDepth < 0:
-		return nil, fmt.Errorf("max-depth must not be negative (got %d)", b.MaxDepth)
-	case b.MaxTokens < 0 || b.MaxCostUSD < 0 || b.MaxTime < 0 || b.MaxErrors < 0 || b.MaxSubcalls < 0:
-		return nil, fmt.Errorf("budgets must not be negative")
+	if err := b.Validate(); err != nil {
+		return nil, err
 	}
 	p.budget = b
 	p.limits = core.Limits{Wall: time.Duration(cfg.Limits.Timeout), MaxOutputBytes: int64(cfg.Limits.MaxOutput)}
