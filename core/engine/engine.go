@@ -188,6 +188,7 @@ type run struct {
 	trace  *tracer
 	nodes  atomic.Int64
 	tools  toolsRun
+	conv   *Conversation // the root loop's, when kept (RunIn)
 	providerWarnings
 }
 
@@ -196,6 +197,10 @@ type run struct {
 // was found, else it matches one of [ErrBudgetExhausted], [ErrProvider],
 // [ErrSandbox] or the context's error.
 func (e *Engine) Run(ctx context.Context, task string, c *core.Context) (*Result, error) {
+	return e.run(ctx, task, c, nil)
+}
+
+func (e *Engine) run(ctx context.Context, task string, c *core.Context, cv *Conversation) (*Result, error) {
 	start := time.Now()
 	r := &run{e: e, o: &e.o, parent: ctx, meter: newMeter(e.o.Budget, start), trace: newTracer(e.o.Trace, e.o.OnEvent)}
 	rctx := ctx
@@ -213,6 +218,7 @@ func (e *Engine) Run(ctx context.Context, task string, c *core.Context) (*Result
 	r.trace.emit(Event{Type: EventRunStart, Time: start.UTC(), Task: task, Config: &cfg, Context: &info})
 	r.checkRecording(task, info)
 
+	r.conv = cv
 	res, err := r.loop(rctx, 0, nil, 0, task, c, &info, "")
 	err = r.explain(err)
 	out := &Result{Usage: r.meter.snapshot()}
@@ -261,6 +267,9 @@ type node struct {
 	c      *core.Context
 	sess   core.Session
 	model  string // the loop's model: Options.Model, or rlm_query's model=
+	// history is the loop's messages: a conversation's before the run,
+	// the loop's own when it ends (what a kept conversation keeps).
+	history []llm.Message
 }
 
 // loop runs one loop to its answer; info describes c (nil: compute it).
@@ -269,33 +278,58 @@ func (r *run) loop(ctx context.Context, id int, parent *int, depth int, task str
 		model = r.o.Model
 	}
 	n := &node{r: r, id: id, parent: parent, depth: depth, ctx: ctx, c: c, model: model}
-	sess, err := r.o.Sandbox(ctx, core.SessionOptions{
-		Context: c,
-		Limits:  r.o.CellLimits,
-		Env:     r.o.Env,
-		Bridges: core.Bridges{
+	cv := r.conv
+	if depth != 0 {
+		cv = nil
+	}
+	if cv != nil {
+		if err := cv.acquire(n); err != nil {
+			return nil, err
+		}
+		defer func() { cv.release(n.history) }()
+		cv.mu.Lock()
+		n.sess, n.history = cv.sess, cv.msgs
+		cv.mu.Unlock()
+	}
+	if n.sess == nil {
+		bridges := core.Bridges{
 			LLMQuery:      n.llmQuery,
 			RLMQuery:      n.rlmQuery,
 			ToolCall:      n.toolBridge(),
 			MaxConcurrent: r.o.MaxConcurrent,
-		},
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
 		}
-		return nil, &failure{kind: ErrSandbox, msg: fmt.Sprintf("opening the REPL session (depth %d)", depth), err: err}
-	}
-	defer sess.Close()
-	n.sess = sess
-	if err := n.loadTools(); err != nil {
-		return nil, err
-	}
-	if err := n.setProtocol(); err != nil {
-		return nil, err
-	}
-	if err := n.bindVars(); err != nil {
-		return nil, err
+		if cv != nil {
+			bridges = cv.bridges(r.o.MaxConcurrent, bridges.ToolCall != nil)
+		}
+		sess, err := r.o.Sandbox(ctx, core.SessionOptions{
+			Context: c,
+			Limits:  r.o.CellLimits,
+			Env:     r.o.Env,
+			Bridges: bridges,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, &failure{kind: ErrSandbox, msg: fmt.Sprintf("opening the REPL session (depth %d)", depth), err: err}
+		}
+		if cv != nil {
+			cv.mu.Lock()
+			cv.sess = sess
+			cv.mu.Unlock()
+		} else {
+			defer sess.Close()
+		}
+		n.sess = sess
+		if err := n.loadTools(); err != nil {
+			return nil, err
+		}
+		if err := n.setProtocol(); err != nil {
+			return nil, err
+		}
+		if err := n.bindVars(); err != nil {
+			return nil, err
+		}
 	}
 	res, err := n.turns(task, info)
 	if err != nil && res == nil {
@@ -316,6 +350,17 @@ func (n *node) turns(task string, info *CtxInfo) (*loopResult, error) {
 		info = &d
 	}
 	msgs := []llm.Message{{Role: "user", Content: FirstMessage(task, *info, depth)}}
+	if len(n.history) > 0 {
+		// A continued conversation: its history, then the next task (joined
+		// to a last user message: roles must alternate for some servers).
+		msgs = append([]llm.Message(nil), n.history...)
+		if last := len(msgs) - 1; msgs[last].Role == "user" {
+			msgs[last].Content += "\n\n" + continueMessage(task)
+		} else {
+			msgs = append(msgs, llm.Message{Role: "user", Content: continueMessage(task)})
+		}
+	}
+	defer func() { n.history = msgs }()
 	errorsInRow := 0
 	for it := 1; ; it++ {
 		if it > r.o.Budget.MaxIterations {

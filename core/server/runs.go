@@ -88,6 +88,10 @@ type RunRequest struct {
 	MaxTokens      *int64   `json:"max_tokens,omitempty" jsonschema:"token cap of the whole run, sub-calls included"`
 	MaxCostUSD     *float64 `json:"max_cost_usd,omitempty" jsonschema:"cost cap of the whole run in US dollars"`
 	MaxTimeSeconds *float64 `json:"max_time_seconds,omitempty" jsonschema:"wall-time cap of the whole run in seconds"`
+	// Keep keeps the run's REPL and history after it ends, for a later
+	// run to continue (runskept.go); Continue is that earlier run's id.
+	Keep     bool   `json:"keep,omitempty" jsonschema:"keep the run's REPL and history after it ends, for a run that continues it"`
+	Continue string `json:"continue,omitempty" jsonschema:"the id of an ended run started with keep: this run continues its REPL and history"`
 	// Stream false answers with the final RunStatus only (POST /runs).
 	Stream *bool `json:"stream,omitempty" jsonschema:"-"`
 }
@@ -173,8 +177,22 @@ func (s *Server) startRun(ctx context.Context, req *RunRequest) (*Run, *APIError
 		return nil, &APIError{Status: http.StatusServiceUnavailable, Code: CodeShuttingDown, Message: "the server is shutting down", RetryAfter: 1}
 	}
 	table := s.runs()
+	var cv *engine.Conversation
+	giveBack := func() {
+		if cv != nil {
+			_ = cv.Close()
+		}
+	}
+	if req.Continue != "" {
+		if cv, giveBack, e = s.takeConversation(req.Continue, req); e != nil {
+			return nil, e
+		}
+	} else if req.Keep {
+		cv = &engine.Conversation{}
+	}
 	run, ok := table.add(req.Task, opts.Model, opts.SubcallModel)
 	if !ok {
+		giveBack()
 		return nil, &APIError{Status: http.StatusTooManyRequests, Code: CodeTooManyRuns, RetryAfter: s.retryAfter(),
 			Message: fmt.Sprintf("the server already has its maximum of %d runs in progress: wait for one to end, or cancel one (POST /runs/{id}/cancel)", table.max)}
 	}
@@ -182,6 +200,7 @@ func (s *Server) startRun(ctx context.Context, req *RunRequest) (*Run, *APIError
 	eng, err := engine.New(opts)
 	if err != nil {
 		run.finish(nil, err)
+		giveBack()
 		return nil, apiErr(http.StatusInternalServerError, CodeInternal, err.Error())
 	}
 	rctx, cancel := context.WithCancel(ctx)
@@ -200,7 +219,10 @@ func (s *Server) startRun(ctx context.Context, req *RunRequest) (*Run, *APIError
 			case <-rctx.Done():
 			}
 		}()
-		res, err := eng.Run(rctx, req.Task, c)
+		res, err := eng.RunIn(rctx, req.Task, c, cv)
+		// Kept before the run is seen to end, so that a client that
+		// continues it at once finds its conversation.
+		run.keepOrClose(cv, req.Keep && rctx.Err() == nil)
 		run.finish(res, err)
 	}()
 	return run, nil

@@ -203,3 +203,50 @@ func TestRunsBounded(t *testing.T) {
 		t.Fatalf("a run after it: %d %s", r.status, r.raw)
 	}
 }
+
+// A run started with keep is continued by the next: the same REPL (a
+// variable set by the first) and the model's history. A conversation
+// passes on once; a run without keep cannot be continued, nor can a new
+// context be given.
+func TestRunKeptAndContinued(t *testing.T) {
+	fake := llmtest.NewOpenAIServer(t, func(r llmtest.ChatRequest) string {
+		switch last := r.LastUser(); {
+		case strings.Contains(last, "Next task: second"):
+			if !strings.Contains(string(r.Body), "FINAL(stored)") {
+				return "FINAL(no history)"
+			}
+			return "FINAL_VAR(keep)"
+		case strings.Contains(last, "Task: first") || strings.Contains(last, "Task: lone"):
+			return "```repl\nkeep = 41\n```"
+		}
+		return "FINAL(stored)"
+	}, llmtest.WithAPIKey("k"))
+	prov, err := llm.New("openai", llm.Options{BaseURL: fake.BaseURL(), APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, _ := start(t, server.Config{Modes: []string{"python"}, Open: pythonOpener(t, nil), MaxConcurrent: 2,
+		Runs: &server.RunsConfig{LLM: &engine.SessionLLM{Provider: prov, ProviderName: "openai", Model: "m"}}})
+	first := call(t, "POST", url+"/runs", `{"task": "first", "context": "c", "keep": true, "stream": false}`)
+	if first.status != 200 || first.body["answer"] != "stored" {
+		t.Fatalf("first run: %d %s", first.status, first.raw)
+	}
+	id := first.body["run_id"].(string)
+	if r := call(t, "POST", url+"/runs", `{"task": "second", "context": "new", "continue": "`+id+`", "stream": false}`); r.status != 400 || !strings.Contains(string(r.raw), "keeps its REPL") {
+		t.Fatalf("a continued run with a new context: %d %s", r.status, r.raw)
+	}
+	second := call(t, "POST", url+"/runs", `{"task": "second", "continue": "`+id+`", "stream": false}`)
+	if second.status != 200 || second.body["answer"] != "41" {
+		t.Fatalf("the continued run: %d %s", second.status, second.raw)
+	}
+	if r := call(t, "POST", url+"/runs", `{"task": "second", "continue": "`+id+`", "stream": false}`); r.status != 409 || !strings.Contains(string(r.raw), "already continued") {
+		t.Fatalf("continuing twice: %d %s", r.status, r.raw)
+	}
+	lone := call(t, "POST", url+"/runs", `{"task": "lone", "stream": false}`)
+	if r := call(t, "POST", url+"/runs", `{"task": "second", "continue": "`+lone.body["run_id"].(string)+`", "stream": false}`); r.status != 409 || !strings.Contains(string(r.raw), "was not kept") {
+		t.Fatalf("continuing a run without keep: %d %s", r.status, r.raw)
+	}
+	if r := call(t, "POST", url+"/runs", `{"task": "x", "continue": "run_nope", "stream": false}`); r.status != 404 {
+		t.Fatalf("continuing an unknown run: %d %s", r.status, r.raw)
+	}
+}

@@ -38,6 +38,11 @@ type Run struct {
 	final   *RunStatus
 	ended   time.Time
 	onEnd   func()
+	// conv is the run's kept root loop (runskept.go); kept says it had
+	// one, forgotten that the table let the run go.
+	conv      *engine.Conversation
+	kept      bool
+	forgotten bool
 }
 
 // ID is the run's id, for GET /runs/{id} and the cancel endpoints.
@@ -263,6 +268,7 @@ func (t *runTable) pruneLocked() {
 		switch {
 		case fin && time.Since(at) > t.keep:
 			delete(t.byID, id)
+			go r.forget()
 		case fin:
 			ended = append(ended, r)
 		}
@@ -275,6 +281,7 @@ func (t *runTable) pruneLocked() {
 			}
 		}
 		delete(t.byID, ended[oldest].id)
+		go ended[oldest].forget()
 		ended = append(ended[:oldest], ended[oldest+1:]...)
 	}
 }
@@ -315,6 +322,7 @@ func (s *Server) DeleteRun(id string) (*Run, error) {
 		return nil, runNotFound(id)
 	}
 	r.Cancel()
+	r.forget()
 	return r, nil
 }
 

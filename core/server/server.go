@@ -227,6 +227,7 @@ func (s *Server) Close() {
 	s.Drain()
 	s.stopOnce.Do(func() { close(s.stop) })
 	s.wg.Wait()
+	s.runs().closeKept()
 	s.warm.close()
 	s.sessions.closeAll()
 	for _, sl := range s.slots {

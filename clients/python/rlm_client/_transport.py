@@ -89,6 +89,13 @@ class HTTPTransport:
         except urllib.error.URLError:
             pass  # it ended, or the server is gone: either way it runs no more
 
+    def delete(self, run_id: str) -> None:
+        """Forgets an ended run, and ends the REPL it kept (DELETE /runs/{id})."""
+        try:
+            urllib.request.urlopen(self._request("DELETE", "/runs/%s" % run_id), timeout=30).close()
+        except urllib.error.URLError:
+            pass  # already forgotten, or the server is gone: the REPL is gone too
+
 
 # The reference's backends, as rlm's providers: an OpenAI-compatible
 # service is rlm's openai provider with its base_url.

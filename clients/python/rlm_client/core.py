@@ -9,6 +9,7 @@ backend given. Either way the code the model writes runs in rlm's sandbox,
 not in this process.
 """
 
+import json
 import os
 import sys
 import time
@@ -31,7 +32,6 @@ DEFAULT_TASK = "The prompt to respond to is in the REPL variable `context`: read
 
 # The reference's options rlm does not offer (yet), and what to do instead.
 UNSUPPORTED = {
-    "persistent": "multi-turn runs that keep their REPL are not offered over rlm serve yet: pass the earlier answers in the context",
     "custom_tools": "REPL tools are declared on the rlm side (a task file's tools), not sent from Python",
     "custom_sub_tools": "REPL tools are declared on the rlm side, not sent from Python",
     "compaction": "history compaction is rlm's to configure, not a client option",
@@ -89,6 +89,8 @@ class RLM:
         timeout: Optional[float] = None,
         **kwargs: Any,
     ):
+        self.persistent = bool(kwargs.pop("persistent", False))
+        self._last_run: Optional[str] = None
         for name, value in kwargs.items():
             if name in UNSUPPORTED:
                 # The reference's defaults (None, False) ask for nothing.
@@ -128,6 +130,10 @@ class RLM:
         self.keep_events = keep_events
         self._model = self.backend_kwargs.get("model_name", "")
         self.base_url = base_url or os.environ.get("RLM_URL") or None
+        if self.persistent and not self.base_url:
+            raise ValueError(
+                "RLM(persistent=True) needs rlm serve (base_url= or $RLM_URL): the REPL kept between completions lives in the server"
+            )
         if self.base_url:
             self._transport = HTTPTransport(self.base_url, token or os.environ.get("RLM_TOKEN"), timeout)
         else:
@@ -138,6 +144,16 @@ class RLM:
         # answer dict, rlm_query(prompt, model), and its max_depth, which
         # counts the root (1: rlm_query is a plain model call).
         body: Dict[str, Any] = {"task": root_prompt or DEFAULT_TASK, "context": prompt, "protocol": "reference", "max_depth": self.max_depth, "max_iterations": self.max_iterations}
+        if self.persistent:
+            # The server keeps the run's REPL and history (keep), and the
+            # next completion continues them; its prompt is the next turn,
+            # given in the task (the REPL keeps its first `context`).
+            body["keep"] = True
+            if self._last_run:
+                body["continue"] = self._last_run
+                del body["context"]
+                text = prompt if isinstance(prompt, str) else json.dumps(prompt)
+                body["task"] = (root_prompt + "\n\n" if root_prompt else "") + "The next message:\n" + text
         model = self.backend_kwargs.get("model_name")
         if model:
             body["model"] = model
@@ -172,6 +188,8 @@ class RLM:
             raise CancellationError(message="Execution cancelled by user (Ctrl+C)") from None
         elapsed = time.perf_counter() - start
         self._raise_for(st, elapsed)
+        if self.persistent:
+            self._last_run = st.get("run_id")
         usage = st.get("usage") or {}
         metadata: Dict[str, Any] = {
             "run_id": st.get("run_id"),
@@ -228,8 +246,12 @@ class RLM:
         raise RLMError(err, st.get("error_kind") or "internal", st)
 
     def close(self) -> None:
-        """Nothing to release: each completion is one run (kept for the
-        reference's API and its context manager)."""
+        """Ends a persistent RLM's kept REPL on the server (DELETE
+        /runs/{id}); otherwise nothing to release: each completion is one
+        run."""
+        if self.persistent and self._last_run:
+            run, self._last_run = self._last_run, None
+            self._transport.delete(run)
 
     def __enter__(self) -> "RLM":
         return self

@@ -29,6 +29,9 @@ class Played:
             on_event(ev)
         return dict(self.status)
 
+    def delete(self, run_id):
+        self.deleted = run_id
+
     def cancel(self):
         pass
 
@@ -53,14 +56,27 @@ class TestRequest(unittest.TestCase):
                                              "protocol": "reference", "max_depth": 3, "max_iterations": 7, "max_cost_usd": 1.5,
                                              "max_time_seconds": 60, "max_tokens": 1000, "max_errors": 2})
 
+    def test_persistent_keeps_and_continues_the_run(self):
+        r = rlm(OK, persistent=True)
+        r.completion("first input")
+        self.assertEqual((r._transport.body["keep"], r._transport.body["context"]), (True, "first input"))
+        self.assertNotIn("continue", r._transport.body)
+        r.completion({"more": 1}, root_prompt="and now?")
+        body = r._transport.body
+        self.assertEqual((body["keep"], body["continue"]), (True, "run_1"))
+        self.assertNotIn("context", body)
+        self.assertEqual(body["task"], 'and now?\n\nThe next message:\n{"more": 1}')
+        r.close()
+        self.assertEqual(r._transport.deleted, "run_1")
+
     def test_without_root_prompt_the_model_answers_the_prompt(self):
         r = rlm(OK)
         r.completion("what is 6*7?")
         self.assertIn("REPL variable `context`", r._transport.body["task"])
 
     def test_what_rlm_does_not_offer_is_refused_with_the_reason(self):
-        with self.assertRaisesRegex(ValueError, "persistent"):
-            RLM(base_url="http://x", persistent=True)
+        with self.assertRaisesRegex(ValueError, "persistent=True. needs rlm serve"):
+            RLM(persistent=True)
         with self.assertRaisesRegex(ValueError, "max_depth=0"):
             RLM(base_url="http://x", max_depth=0)
         with self.assertRaisesRegex(TypeError, "unexpected keyword argument 'bogus'"):
