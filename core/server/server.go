@@ -126,6 +126,8 @@ type Server struct {
 	mounts   map[string]http.Handler
 	started  time.Time
 	draining atomic.Bool
+	// unready fails /health while work is still served (drain.go).
+	unready  atomic.Bool
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
@@ -436,8 +438,8 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	h.RuntimeVersion = h.Runtimes[h.Mode]
 	h.Isolation = h.RuntimeIsolation[h.Mode].Programs
 	h.SessionIsolation = h.RuntimeIsolation[h.Mode].Sessions
-	if s.draining.Load() {
-		h.Status, h.Error = "unavailable", "shutting down"
+	if why := s.healthDraining(); why != "" {
+		h.Status, h.Error = "unavailable", why
 	}
 	code := http.StatusOK
 	if h.Status != "ok" {

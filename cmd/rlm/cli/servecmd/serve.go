@@ -45,6 +45,7 @@ type Options struct {
 	MaxSessions          int
 	WarmSessions         int
 	Grace                time.Duration
+	DrainGrace           time.Duration
 	LogFormat            string
 	Limits               cmdutil.LimitFlags
 	// Model gives the sessions' llm_query a model (see model.go).
@@ -91,7 +92,9 @@ Every setting also comes from rlm.toml's [serve] table and from the
 environment (RLM_MODE or SANDBOX_MODE, RLM_MAX_CONCURRENT or
 SANDBOX_MAX_CONCURRENT, RLM_TOKEN, ...; see rlm.toml.example).
 
-On SIGTERM or SIGINT the server stops accepting, lets in-flight requests
+On SIGTERM or SIGINT the server first fails /health and keeps serving
+for --drain-grace (behind a load balancer, so it stops sending before the
+listener closes), then stops accepting, lets in-flight and queued requests
 finish for --grace, kills what is left and exits 0.`,
 		Example: `  rlm serve
   RLM_TOKEN=secret rlm serve --addr 0.0.0.0:8080 --mode python,shell --max-concurrent 4
@@ -112,6 +115,7 @@ finish for --grace, kills what is left and exits 0.`,
 	fl.StringVar(&o.Token, "token", "", "bearer token required on all but /health (prefer env RLM_TOKEN: flags show in ps)")
 	fl.BoolVar(&o.AllowUnauthenticated, "allow-unauthenticated", false, "listen on a non-loopback address without a token (only behind a proxy or private network that authenticates; env RLM_ALLOW_UNAUTHENTICATED)")
 	fl.DurationVar(&o.Grace, "grace", 0, "on SIGTERM/SIGINT, time in-flight requests get to finish (default from config: 5s)")
+	o.registerDrainFlag(fl)
 	o.RegisterEngineFlags(fl)
 	return cmd
 }
@@ -391,6 +395,10 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	srv, st, logger, modes, limits := eng.Server, eng.Settings, eng.Logger, eng.Modes, eng.Limits
 	defer srv.Close()
+	drainGrace, err := o.drainGrace()
+	if err != nil {
+		return cmdutil.Usage(err)
+	}
 	// MCP over streamable HTTP, behind the same token, slots and metrics.
 	srv.Handle("/mcp", mcpserver.HTTPHandler(srv, mcpserver.Options{Logger: logger}))
 	// SandboxFusion's POST /run_code and GET /v1/ping, on the same core.
@@ -424,6 +432,9 @@ func Run(ctx context.Context, o *Options) error {
 	case err := <-served:
 		return fmt.Errorf("serving on %s: %w", addr, err)
 	case <-ctx.Done():
+	}
+	if err := drainFirst(srv, drainGrace, logger, served); err != nil {
+		return fmt.Errorf("serving on %s: %w", addr, err)
 	}
 	grace := time.Duration(st.Grace)
 	logger.Info("shutting down", "grace", grace.String(), "in_flight", srv.InFlight())
