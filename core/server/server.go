@@ -85,8 +85,8 @@ type Config struct {
 	// for its sessions from what its plugin declares (client.Runtime.Isolation),
 	// and /health reports the outcome per runtime.
 	Limits core.Limits
-	// Token, when set, is required as `Authorization: Bearer TOKEN` on
-	// everything but /health.
+	// Token, when set, is required as `Authorization: Bearer TOKEN` (or
+	// in TokenHeader, see agentsandbox.go) on everything but /health.
 	Token string
 	// SessionIdle closes a session unused this long (default 10 min).
 	SessionIdle time.Duration
@@ -242,7 +242,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	func() {
 		if route != "/health" && s.cfg.Token != "" && !s.authorized(r) {
 			rec.Header().Set("WWW-Authenticate", `Bearer realm="rlm"`)
-			writeError(rec, apiErr(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token: send Authorization: Bearer TOKEN"))
+			writeError(rec, apiErr(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token: send Authorization: Bearer TOKEN (or "+TokenHeader+": TOKEN behind a proxy that strips Authorization)"))
 			return
 		}
 		h(rec, r)
@@ -283,12 +283,11 @@ func argsToAttrs(args []any) []slog.Attr {
 }
 
 func (s *Server) authorized(r *http.Request) bool {
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
+	tok, ok := requestToken(r)
 	if !ok {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.cfg.Token)) == 1
+	return subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) == 1
 }
 
 // route picks the handler; the route name (a pattern) labels metrics.
