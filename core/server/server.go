@@ -111,6 +111,9 @@ type Config struct {
 	// Runtimes are connections already opened (by OpenModes); the server
 	// takes them over instead of launching its own.
 	Runtimes map[string]*client.Runtime
+	// Replica, when set, makes session ids name this replica, and calls
+	// for another replica's session go there (replicas.go).
+	Replica *Replica
 }
 
 // Server is the handler. Create it with New; Close it to end every session
@@ -127,7 +130,9 @@ type Server struct {
 	started  time.Time
 	draining atomic.Bool
 	// unready fails /health while work is still served (drain.go).
-	unready  atomic.Bool
+	unready atomic.Bool
+	// replica routes other replicas' sessions (replicas.go); nil alone.
+	replica  *replicaRouting
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
@@ -200,6 +205,13 @@ func New(cfg Config) (*Server, error) {
 		s.slots[m] = sup
 	}
 	s.sessions = newSessionTable(cfg.MaxSessions, cfg.SessionIdle, func(n int) { s.metrics.sessions.Set(float64(n)) })
+	if cfg.Replica != nil {
+		rr, err := newReplicaRouting(*cfg.Replica)
+		if err != nil {
+			return nil, err
+		}
+		s.replica, s.sessions.idSuffix = rr, rr.suffix()
+	}
 	s.warm = &warmSessions{srv: s, pools: map[string]*pool.Pool[*warmSession]{}}
 	s.wg.Add(1)
 	go func() {
@@ -304,6 +316,11 @@ func (s *Server) route(r *http.Request) (string, http.HandlerFunc) {
 			w.Header().Set("Allow", strings.ReplaceAll(methods, ",", ", "))
 			writeError(w, apiErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
 				r.Method+" is not allowed on "+route+": use "+strings.ReplaceAll(methods, ",", " or ")))
+		}
+	}
+	if len(parts) >= 2 && parts[0] == "sessions" {
+		if h := s.elsewhere(r, parts[1]); h != nil {
+			return "/sessions/{id} (other replica)", h
 		}
 	}
 	switch {

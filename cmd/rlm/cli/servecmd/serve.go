@@ -46,8 +46,11 @@ type Options struct {
 	WarmSessions         int
 	Grace                time.Duration
 	DrainGrace           time.Duration
-	LogFormat            string
-	Limits               cmdutil.LimitFlags
+	// AdvertiseAddr and Replica: see replica.go.
+	AdvertiseAddr string
+	Replica       string
+	LogFormat     string
+	Limits        cmdutil.LimitFlags
 	// Model gives the sessions' llm_query a model (see model.go).
 	Model modelflags.SessionFlags
 	// AllowUnsandboxed: see config.Serve.AllowUnsandboxed.
@@ -116,6 +119,7 @@ finish for --grace, kills what is left and exits 0.`,
 	fl.BoolVar(&o.AllowUnauthenticated, "allow-unauthenticated", false, "listen on a non-loopback address without a token (only behind a proxy or private network that authenticates; env RLM_ALLOW_UNAUTHENTICATED)")
 	fl.DurationVar(&o.Grace, "grace", 0, "on SIGTERM/SIGINT, time in-flight requests get to finish (default from config: 5s)")
 	o.registerDrainFlag(fl)
+	o.registerReplicaFlags(fl)
 	o.RegisterEngineFlags(fl)
 	return cmd
 }
@@ -329,6 +333,10 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	replica, err := o.replica(st.Token)
+	if err != nil {
+		return nil, cmdutil.Usage(err)
+	}
 	var logger *slog.Logger
 	if st.LogFormat == "json" {
 		logger = slog.New(slog.NewJSONHandler(o.F.IO.ErrOut, nil))
@@ -376,6 +384,7 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 		WarmSessions:   st.WarmSessions,
 		SessionBridges: sessionBridges,
 		Logger:         logger,
+		Replica:        replica,
 	})
 	if err != nil {
 		for _, rt := range rts {
