@@ -49,6 +49,8 @@ type Options struct {
 	// AdvertiseAddr and Replica: see replica.go.
 	AdvertiseAddr string
 	Replica       string
+	// PodIsBoundary: see podboundary.go.
+	PodIsBoundary bool
 	LogFormat     string
 	Limits        cmdutil.LimitFlags
 	// Model gives the sessions' llm_query a model (see model.go).
@@ -141,6 +143,7 @@ func (o *Options) RegisterEngineFlags(fl *pflag.FlagSet) {
 	o.Limits.Register(fl)
 	o.Model.Register(fl)
 	o.registerUnsandboxedFlag(fl)
+	o.registerPodBoundaryFlag(fl)
 }
 
 // settings merges flags over the configuration (which already holds the
@@ -355,6 +358,9 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 			modes, err = keepHoldable(startCtx, modes, rts, limits, logger)
 		} else {
 			err = checkIsolation(startCtx, rts, limits)
+		}
+		if err == nil {
+			err = o.checkPodBoundary(startCtx, rts, limits.Isolation, logger)
 		}
 		if err != nil {
 			for _, rt := range rts {
