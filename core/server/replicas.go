@@ -93,8 +93,18 @@ func newReplicaRouting(r Replica) (*replicaRouting, error) {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			to := r.Context().Value(forwardTo{}).(route)
 			id := r.Context().Value(forwardID{}).(string)
+			// A call that failed on a kept-alive connection (the owner died
+			// since it was last used) says nothing yet: a fresh dial tells
+			// a replica that is gone from one that is not.
 			var op *net.OpError
-			if errors.As(err, &op) && op.Op == "dial" {
+			if !errors.As(err, &op) || op.Op != "dial" {
+				if c, derr := dialer.DialContext(r.Context(), "tcp", to.addr); derr != nil {
+					errors.As(derr, &op)
+				} else {
+					c.Close()
+				}
+			}
+			if op != nil && op.Op == "dial" {
 				writeError(w, apiErr(http.StatusGone, CodeSessionEnded, fmt.Sprintf(
 					"session %s lives on replica %s (%s), which is gone (%v): its state went with it; open a new session (POST /sessions)", id, to.name, to.addr, op.Err)))
 				return
