@@ -83,9 +83,15 @@ func fail(f string, a ...any) {
 
 // post sends one request on a new connection; status 0 is a transport
 // error, whose text is the body.
-func post(path, body string) (int, string) {
+func post(path, body string) (int, string) { return do("POST", path, body) }
+
+// closeSession deletes a session, so that checks that open many do not
+// fill the server's --max-sessions.
+func closeSession(sid string) { do("DELETE", "/sessions/"+sid, "") }
+
+func do(method, path, body string) (int, string) {
 	c := &http.Client{Timeout: *timeout, Transport: &http.Transport{DisableKeepAlives: true}}
-	req, _ := http.NewRequest("POST", *url+path, strings.NewReader(body))
+	req, _ := http.NewRequest(method, *url+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if *token != "" {
 		req.Header.Set("Authorization", "Bearer "+*token)
@@ -140,6 +146,7 @@ func session() {
 			last = strings.TrimSpace(r.Stdout)
 		}
 	}
+	closeSession(sid)
 	fmt.Printf("cells=%d statuses=%v counter=%s\n", *cells, byStatus, last)
 	if byStatus[200] != *cells || last != fmt.Sprint(*cells) {
 		os.Exit(1)
@@ -210,6 +217,7 @@ func recoverTime() {
 		if ok {
 			st, _ = post("/sessions/"+sid+"/execute", `{"code": "print(1)"}`)
 			ok = st == 200
+			closeSession(sid)
 		}
 		if ok {
 			run++
