@@ -108,7 +108,15 @@ nodeloss() {
 agent_sandbox() {
 	local crds=$ASBIN/crds
 	kubectl apply --server-side -f "$crds" >/dev/null
-	if [ ! -f "$D/as-controller.pid" ]; then
+	# The stock CRDs convert versions through the controller's webhook,
+	# which runs out of cluster here without one: no conversion (every
+	# object here is v1beta1).
+	for c in $(kubectl get crd -o name | grep agents.x-k8s.io); do
+		kubectl patch "$c" --type=merge -p '{"spec":{"conversion":{"strategy":"None","webhook":null}}}' >/dev/null
+	done
+	kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
+	if ! { [ -f "$D/as-controller.pid" ] && kill -0 "$(cat "$D/as-controller.pid")" 2>/dev/null; }; then
+		[ -f "$D/as-router.pid" ] && kill "$(cat "$D/as-router.pid")" 2>/dev/null || true
 		"$ASBIN/bin/agent-sandbox-controller" --kubeconfig "$KUBECONFIG" --extensions --enable-webhook=false --leader-elect=false \
 			--metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081 >"$D/logs/as-controller.log" 2>&1 &
 		echo $! >"$D/as-controller.pid"
