@@ -12,6 +12,7 @@ import (
 
 	"github.com/rlmkit/rlm/cmd/rlm/cli/cmdutil"
 	"github.com/rlmkit/rlm/core/client"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
 // Inside a Kubernetes pod the usual hardened securityContext
@@ -67,8 +68,12 @@ func (o *Options) checkPodBoundary(ctx context.Context, rts map[string]*client.R
 		if err != nil || (level != "none" && level != "process") {
 			continue // refused elsewhere, or a real boundary
 		}
+		// The host's reason first (what bubblewrap said): a plugin that
+		// probed the same host only says it does not declare namespace.
 		why := "namespace isolation is not what was asked for (--isolation " + requested + ")"
-		if _, err := rt.Isolation(ctx, "namespace", false); err != nil {
+		if err := isolate.Available(isolate.LevelNamespace); err != nil {
+			why = err.Error()
+		} else if _, err := rt.Isolation(ctx, "namespace", false); err != nil {
 			why = err.Error()
 		}
 		weak = append(weak, fmt.Sprintf("mode=%s would run programs at isolation %s: %s", m, level, why))
