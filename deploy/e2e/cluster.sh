@@ -213,6 +213,13 @@ up() {
 	log "cluster up in $((SECONDS - t0)) s"
 }
 
+# stop_pid PID: TERM, up to 30 s to exit, then KILL.
+stop_pid() {
+	kill "$1" 2>/dev/null || return 0
+	for _ in $(seq 60); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.5; done
+	kill -9 "$1" 2>/dev/null || true
+}
+
 down() {
 	[ -e "$D/up" ] || return 0
 	local t0=$SECONDS
@@ -237,8 +244,7 @@ down() {
 		# Shims, by the pid each wrote in its task's state directory.
 		find "$D/n$n/containerd/state" -name shim.pid -exec cat {} + 2>/dev/null | xargs -r kill -9 2>/dev/null || true
 	done
-	for p in scheduler controller-manager apiserver etcd; do [ -f "$D/$p.pid" ] && kill "$(cat "$D/$p.pid")" 2>/dev/null || true; done
-	sleep 1
+	for p in as-router as-controller scheduler controller-manager apiserver etcd; do [ -f "$D/$p.pid" ] && stop_pid "$(cat "$D/$p.pid")"; done
 	# Mounts under the cluster's directory, deepest first.
 	grep -o " $D/[^ ]*" /proc/self/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
 	for n in $NODES; do ip netns del rlmn$n 2>/dev/null || true; ip route del 10.201.$n.0/24 2>/dev/null || true; done
@@ -251,7 +257,7 @@ down() {
 		done
 	done
 	[ -f "$D/sysctls.saved" ] && sysctl -q -p "$D/sysctls.saved"
-	rm -f "$D/up"
+	rm -f "$D/up" "$D"/*.pid
 	log "cluster down in $((SECONDS - t0)) s"
 }
 
