@@ -107,7 +107,7 @@ nodeloss() {
 
 agent_sandbox() {
 	local crds=$ASBIN/crds
-	kubectl apply --server-side -f "$crds" >/dev/null
+	kubectl apply --server-side --force-conflicts -f "$crds" >/dev/null
 	# The stock CRDs convert versions through the controller's webhook,
 	# which runs out of cluster here without one: no conversion (every
 	# object here is v1beta1).

@@ -200,6 +200,8 @@ up() {
 	local t0=$SECONDS
 	for s in $SYSCTLS; do echo "$s=$(sysctl -n $s)"; done >"$D/sysctls.saved"
 	touch "$D/up"
+	# A new cluster every time: no etcd data or node state from the last.
+	rm -rf "$D/etcd" "$D"/n[0-9]*
 	pki && kubeconfig && network && control_plane
 	for n in $NODES; do node $n; done
 	import_images
