@@ -10,7 +10,7 @@ PLUGINS := $(wildcard plugins/*/cmd/rlm-plugin-*)
 
 include plugins/pyodide/wasm/Makefile.inc
 
-.PHONY: all build demo examples setup test test-short lint proto bench docs-screenshot clean
+.PHONY: all build demo examples setup test test-short lint proto bench docs-screenshot clean e2e-k8s
 
 all: build
 
@@ -63,6 +63,16 @@ bench: build
 # the trace viewer's testscript (testscripts/testdata/trace/view.txtar).
 docs-screenshot:
 	RLM_UPDATE_DOCS=1 RLM_REQUIRE_BROWSER=1 $(GO) test -count=1 -run 'TestScripts/trace' ./testscripts
+
+# The live Kubernetes checks of docs/kubernetes.md (root, Linux; not in CI):
+# builds Kubernetes and agent-sandbox from the Go module proxy (cached) and
+# the images from this checkout, brings up a two-node cluster, checks,
+# tears it down. Figures land in $$RLM_E2E_DIR/results.txt.
+e2e-k8s:
+	deploy/e2e/build.sh
+	deploy/e2e/image.sh
+	deploy/e2e/cluster.sh up
+	deploy/e2e/check.sh all; rc=$$?; deploy/e2e/cluster.sh down; exit $$rc
 
 clean:
 	rm -rf $(BIN)

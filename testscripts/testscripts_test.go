@@ -168,6 +168,8 @@ func params(dir string) testscript.Params {
 			// session scripts (session_cmds_test.go)
 			"httpstart": cmdHTTPStart,
 			"httpwait":  cmdHTTPWait,
+			// load under drain (load_cmds_test.go)
+			"load": cmdLoad,
 			// model scripts (llm_cmds_test.go)
 			"fakellm":  cmdFakeLLM,
 			"llmcalls": cmdLLMCalls,

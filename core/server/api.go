@@ -46,6 +46,9 @@ func (s *Server) execute(ctx context.Context, req *ExecuteRequest) (string, *Exe
 // executeWith is execute taking its run slot with admit, so that a front
 // end may wait for a slot its own way (ExecuteWaiting).
 func (s *Server) executeWith(ctx context.Context, req *ExecuteRequest, admit func(context.Context) (func(), *APIError), adjust func(*core.Program)) (string, *ExecuteResponse, *APIError) {
+	if e := s.commandProgram(req); e != nil {
+		return "", nil, e
+	}
 	lang, e := s.language(req.Language)
 	if e != nil {
 		return "", nil, e

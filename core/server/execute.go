@@ -42,6 +42,9 @@ type ExecuteRequest struct {
 	Stdin          string            `json:"stdin,omitempty"`
 	Args           []string          `json:"args,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
+	// Command, instead of Code, is agent-sandbox's request: one command
+	// run on the shell runtime (agentsandbox.go).
+	Command *string `json:"command,omitempty"`
 }
 
 // ExecuteResponse is the body answering POST /execute and session cells:

@@ -85,8 +85,8 @@ type Config struct {
 	// for its sessions from what its plugin declares (client.Runtime.Isolation),
 	// and /health reports the outcome per runtime.
 	Limits core.Limits
-	// Token, when set, is required as `Authorization: Bearer TOKEN` on
-	// everything but /health.
+	// Token, when set, is required as `Authorization: Bearer TOKEN` (or
+	// in TokenHeader, see agentsandbox.go) on everything but /health.
 	Token string
 	// SessionIdle closes a session unused this long (default 10 min).
 	SessionIdle time.Duration
@@ -114,6 +114,9 @@ type Config struct {
 	// Runs, when set, lets the server run RLM loops (POST /runs, see
 	// runs.go); nil refuses them.
 	Runs *RunsConfig
+	// Replica, when set, makes session ids name this replica, and calls
+	// for another replica's session go there (replicas.go).
+	Replica *Replica
 }
 
 // Server is the handler. Create it with New; Close it to end every session
@@ -130,6 +133,10 @@ type Server struct {
 	runTab   runTable
 	started  time.Time
 	draining atomic.Bool
+	// unready fails /health while work is still served (drain.go).
+	unready atomic.Bool
+	// replica routes other replicas' sessions (replicas.go); nil alone.
+	replica  *replicaRouting
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
@@ -202,6 +209,13 @@ func New(cfg Config) (*Server, error) {
 		s.slots[m] = sup
 	}
 	s.sessions = newSessionTable(cfg.MaxSessions, cfg.SessionIdle, func(n int) { s.metrics.sessions.Set(float64(n)) })
+	if cfg.Replica != nil {
+		rr, err := newReplicaRouting(*cfg.Replica)
+		if err != nil {
+			return nil, err
+		}
+		s.replica, s.sessions.idSuffix = rr, rr.suffix()
+	}
 	s.warm = &warmSessions{srv: s, pools: map[string]*pool.Pool[*warmSession]{}}
 	s.wg.Add(1)
 	go func() {
@@ -245,7 +259,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	func() {
 		if route != "/health" && s.cfg.Token != "" && !s.authorized(r) {
 			rec.Header().Set("WWW-Authenticate", `Bearer realm="rlm"`)
-			writeError(rec, apiErr(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token: send Authorization: Bearer TOKEN"))
+			writeError(rec, apiErr(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token: send Authorization: Bearer TOKEN (or "+TokenHeader+": TOKEN behind a proxy that strips Authorization)"))
 			return
 		}
 		h(rec, r)
@@ -286,12 +300,11 @@ func argsToAttrs(args []any) []slog.Attr {
 }
 
 func (s *Server) authorized(r *http.Request) bool {
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
+	tok, ok := requestToken(r)
 	if !ok {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.cfg.Token)) == 1
+	return subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) == 1
 }
 
 // route picks the handler; the route name (a pattern) labels metrics.
@@ -308,6 +321,11 @@ func (s *Server) route(r *http.Request) (string, http.HandlerFunc) {
 			w.Header().Set("Allow", strings.ReplaceAll(methods, ",", ", "))
 			writeError(w, apiErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
 				r.Method+" is not allowed on "+route+": use "+strings.ReplaceAll(methods, ",", " or ")))
+		}
+	}
+	if len(parts) >= 2 && parts[0] == "sessions" {
+		if h := s.elsewhere(r, parts[1]); h != nil {
+			return "/sessions/{id} (other replica)", h
 		}
 	}
 	switch {
@@ -463,8 +481,8 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	h.RuntimeVersion = h.Runtimes[h.Mode]
 	h.Isolation = h.RuntimeIsolation[h.Mode].Programs
 	h.SessionIsolation = h.RuntimeIsolation[h.Mode].Sessions
-	if s.draining.Load() {
-		h.Status, h.Error = "unavailable", "shutting down"
+	if why := s.healthDraining(); why != "" {
+		h.Status, h.Error = "unavailable", why
 	}
 	code := http.StatusOK
 	if h.Status != "ok" {

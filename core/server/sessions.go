@@ -29,6 +29,8 @@ type sessionTable struct {
 	ended     map[string]string
 	endedRing []string
 	endedNext int
+	// idSuffix ends every id: the replica's route (replicas.go), or "".
+	idSuffix string
 }
 
 // endedMemory is how many ended sessions the server remembers, so that a
@@ -127,7 +129,7 @@ func (t *sessionTable) reserve() (string, bool) {
 	}
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
+	id := hex.EncodeToString(b[:]) + t.idSuffix
 	t.byID[id] = nil
 	return id, true
 }

@@ -45,8 +45,14 @@ type Options struct {
 	MaxSessions          int
 	WarmSessions         int
 	Grace                time.Duration
-	LogFormat            string
-	Limits               cmdutil.LimitFlags
+	DrainGrace           time.Duration
+	// AdvertiseAddr and Replica: see replica.go.
+	AdvertiseAddr string
+	Replica       string
+	// PodIsBoundary: see podboundary.go.
+	PodIsBoundary bool
+	LogFormat     string
+	Limits        cmdutil.LimitFlags
 	// Model gives the sessions' llm_query a model (see model.go).
 	Model modelflags.SessionFlags
 	// AllowUnsandboxed: see config.Serve.AllowUnsandboxed.
@@ -96,7 +102,9 @@ Every setting also comes from rlm.toml's [serve] table and from the
 environment (RLM_MODE or SANDBOX_MODE, RLM_MAX_CONCURRENT or
 SANDBOX_MAX_CONCURRENT, RLM_TOKEN, ...; see rlm.toml.example).
 
-On SIGTERM or SIGINT the server stops accepting, lets in-flight requests
+On SIGTERM or SIGINT the server first fails /health and keeps serving
+for --drain-grace (behind a load balancer, so it stops sending before the
+listener closes), then stops accepting, lets in-flight and queued requests
 finish for --grace, kills what is left and exits 0.`,
 		Example: `  rlm serve
   RLM_TOKEN=secret rlm serve --addr 0.0.0.0:8080 --mode python,shell --max-concurrent 4
@@ -118,6 +126,8 @@ finish for --grace, kills what is left and exits 0.`,
 	fl.BoolVar(&o.AllowUnauthenticated, "allow-unauthenticated", false, "listen on a non-loopback address without a token (only behind a proxy or private network that authenticates; env RLM_ALLOW_UNAUTHENTICATED)")
 	fl.StringVar(&o.E2BAddr, "e2b-addr", "", "also serve E2B's sandbox API on this address, for the E2B SDKs (E2B_API_URL and E2B_SANDBOX_URL; see docs/e2b.md)")
 	fl.DurationVar(&o.Grace, "grace", 0, "on SIGTERM/SIGINT, time in-flight requests get to finish (default from config: 5s)")
+	o.registerDrainFlag(fl)
+	o.registerReplicaFlags(fl)
 	o.RegisterEngineFlags(fl)
 	return cmd
 }
@@ -139,6 +149,7 @@ func (o *Options) RegisterEngineFlags(fl *pflag.FlagSet) {
 	o.Limits.Register(fl)
 	o.Model.Register(fl)
 	o.registerUnsandboxedFlag(fl)
+	o.registerPodBoundaryFlag(fl)
 }
 
 // settings merges flags over the configuration (which already holds the
@@ -331,6 +342,10 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	replica, err := o.replica(st.Token)
+	if err != nil {
+		return nil, cmdutil.Usage(err)
+	}
 	var logger *slog.Logger
 	if st.LogFormat == "json" {
 		logger = slog.New(slog.NewJSONHandler(o.F.IO.ErrOut, nil))
@@ -349,6 +364,9 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 			modes, err = keepHoldable(startCtx, modes, rts, limits, logger)
 		} else {
 			err = checkIsolation(startCtx, rts, limits)
+		}
+		if err == nil {
+			err = o.checkPodBoundary(startCtx, rts, limits.Isolation, logger)
 		}
 		if err != nil {
 			for _, rt := range rts {
@@ -379,6 +397,7 @@ func NewEngine(ctx context.Context, o *Options) (*Engine, error) {
 		SessionBridges: sessionBridges,
 		Runs:           runs,
 		Logger:         logger,
+		Replica:        replica,
 	})
 	if err != nil {
 		for _, rt := range rts {
@@ -398,6 +417,10 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	srv, st, logger, modes, limits := eng.Server, eng.Settings, eng.Logger, eng.Modes, eng.Limits
 	defer srv.Close()
+	drainGrace, err := o.drainGrace()
+	if err != nil {
+		return cmdutil.Usage(err)
+	}
 	// MCP over streamable HTTP, behind the same token, slots and metrics.
 	srv.Handle("/mcp", mcpserver.HTTPHandler(srv, mcpserver.Options{Logger: logger}))
 	// SandboxFusion's POST /run_code and GET /v1/ping, on the same core.
@@ -443,6 +466,9 @@ func Run(ctx context.Context, o *Options) error {
 	case err := <-served:
 		return fmt.Errorf("serving on %s: %w", addr, err)
 	case <-ctx.Done():
+	}
+	if err := drainFirst(srv, drainGrace, logger, served); err != nil {
+		return fmt.Errorf("serving on %s: %w", addr, err)
 	}
 	grace := time.Duration(st.Grace)
 	logger.Info("shutting down", "grace", grace.String(), "in_flight", srv.InFlight())
