@@ -215,23 +215,39 @@ func TestKubernetesManifest(t *testing.T) {
 	}
 }
 
-// TestKustomize renders every overlay with kubectl's kustomize: each
-// builds, kubernetes.yaml is the plain overlay's output, the agent-sandbox
-// overlay names only flags rlm serve has, and the others change what their
+// kustomizeCmd is how the overlays are rendered: the kustomize that
+// .ci/setup installs (go install, pinned there), else kubectl's own.
+func kustomizeCmd(t *testing.T) []string {
+	if gopath, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
+		k := filepath.Join(strings.TrimSpace(string(gopath)), "bin", "kustomize")
+		if _, err := os.Stat(k); err == nil {
+			return []string{k, "build"}
+		}
+	}
+	if k, err := exec.LookPath("kustomize"); err == nil {
+		return []string{k, "build"}
+	}
+	if k, err := exec.LookPath("kubectl"); err == nil {
+		return []string{k, "kustomize"}
+	}
+	t.Skip("neither kustomize nor kubectl is installed: .ci/setup installs kustomize (go install sigs.k8s.io/kustomize/kustomize/v5)")
+	return nil
+}
+
+// TestKustomize renders every overlay with kustomize: each builds,
+// kubernetes.yaml is the plain overlay's output, the agent-sandbox overlay
+// names only flags rlm serve has, and the others change what their
 // comment says.
 func TestKustomize(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl is not on PATH: the kustomize overlays are rendered by kubectl kustomize")
-	}
+	k := kustomizeCmd(t)
 	render := func(dir string) []byte {
-		out, err := exec.Command(kubectl, "kustomize", filepath.Join("kustomize", "overlays", dir)).Output()
+		out, err := exec.Command(k[0], k[1], filepath.Join("kustomize", "overlays", dir)).Output()
 		if err != nil {
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {
 				err = fmt.Errorf("%v: %s", err, ee.Stderr)
 			}
-			t.Fatalf("kubectl kustomize overlays/%s: %v", dir, err)
+			t.Fatalf("%s %s overlays/%s: %v", filepath.Base(k[0]), k[1], dir, err)
 		}
 		return out
 	}
