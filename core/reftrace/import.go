@@ -205,10 +205,7 @@ func (im *importer) loop(id int, parent *int, depth int, its []Iteration) (strin
 		if it.FinalAnswer != nil {
 			answer, source = string(*it.FinalAnswer), ext.Source
 			if source == "" {
-				source = engine.SourceFinal
-				if ext.Caller == "forced" {
-					source = engine.SourceForced
-				}
+				source = logSource(it, ext.Caller == "forced")
 			}
 			tot := im.totals
 			im.add(at(engine.Event{Type: engine.EventFinal, Iteration: ext.Iteration, Answer: answer, Source: source, Totals: &tot}))
@@ -220,6 +217,26 @@ func (im *importer) loop(id int, parent *int, depth int, its []Iteration) (strin
 		}
 	}
 	return answer, source
+}
+
+// readyRe finds the statement that ends a reference run today:
+// answer["ready"] = True (the reference dropped FINAL on 2026-05-13).
+var readyRe = regexp.MustCompile(`answer\s*\[\s*["']ready["']\s*\]\s*=`)
+
+// logSource says how a reference loop without rlm's extension finished,
+// so that an imported run's answer_source matches what an rlm run of the
+// same turns records: forced for the best-answer request, answer when a
+// code block set answer["ready"], final otherwise (older logs' FINAL).
+func logSource(it Iteration, forced bool) string {
+	if forced {
+		return engine.SourceForced
+	}
+	for _, b := range it.CodeBlocks {
+		if readyRe.MatchString(b.Code) {
+			return engine.SourceAnswer
+		}
+	}
+	return engine.SourceFinal
 }
 
 // forcedTurn says whether a reference iteration is its best-answer request

@@ -220,3 +220,25 @@ func TestImportTakesTheReferencesOtherShapes(t *testing.T) {
 		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "|"), want)
 	}
 }
+
+// A reference log of today's protocol ends with a code block setting
+// answer["ready"]; its import says so (answer_source answer, as an rlm run
+// finished the same way records), not FINAL, which that log never used.
+func TestImportReadsTheAnswerDict(t *testing.T) {
+	log := `{"type":"metadata","timestamp":"2026-06-25T10:00:00","root_model":"m","max_depth":1,"max_iterations":5,"backend":"openai"}
+{"type":"iteration","iteration":1,"timestamp":"2026-06-25T10:00:01","prompt":[{"role":"user","content":"What is 6*7?"}],"response":"` + "```repl\\\\nanswer[\\\"content\\\"] = str(6*7)\\\\nanswer[\\\"ready\\\"] = True\\\\n```" + `","code_blocks":[{"code":"answer[\"content\"] = str(6*7)\nanswer[\"ready\"] = True","result":{"stdout":"","stderr":"","locals":{},"execution_time":0.01,"rlm_calls":[]}}],"final_answer":"42","iteration_time":0.2}`
+	l, err := Read(strings.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := Import(l)
+	end := evs[len(evs)-1]
+	if end.Type != engine.EventRunEnd || end.Answer != "42" || end.Source != engine.SourceAnswer {
+		t.Errorf("run_end = %s %q source %q, want run_end \"42\" source %q", end.Type, end.Answer, end.Source, engine.SourceAnswer)
+	}
+	for _, ev := range evs {
+		if ev.Type == engine.EventFinal && ev.Source != engine.SourceAnswer {
+			t.Errorf("final event source %q, want %q", ev.Source, engine.SourceAnswer)
+		}
+	}
+}
