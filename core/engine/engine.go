@@ -211,7 +211,7 @@ func (e *Engine) run(ctx context.Context, task string, c *core.Context, cv *Conv
 	}
 	info := describe(c)
 	cfg := e.o.Record
-	cfg.Model, cfg.SubcallModel, cfg.Budget = e.o.Model, e.o.SubcallModel, e.o.Budget
+	cfg.Model, cfg.SubcallModel, cfg.Budget, cfg.Protocol = e.o.Model, e.o.SubcallModel, e.o.Budget, e.o.Protocol
 	if cfg.Provider == "" {
 		cfg.Provider = e.o.Provider.Name()
 	}

@@ -27,6 +27,9 @@ func (r *run) checkRecording(task string, info CtxInfo) {
 	if start.Task != task {
 		warn(fmt.Sprintf("replay: the task differs from the recording's (recorded %q, this run %q): the recorded answers may not fit", excerpt(start.Task), excerpt(task)))
 	}
+	if p := start.Config.Protocol; p != "" && p != r.o.Protocol {
+		warn(fmt.Sprintf("replay: the recording speaks the %s protocol and this run the %s one (another system prompt, another rlm_query and max_depth): pass --protocol %s to replay it as it was", p, r.o.Protocol, p))
+	}
 	var was CtxInfo
 	if len(start.Context) > 0 && json.Unmarshal(start.Context, &was) == nil && !sameContext(was, info) {
 		warn(fmt.Sprintf("replay: the context differs from the recording's (recorded %s, this run %s): the recorded answers may not fit", ctxSummary(was), ctxSummary(info)))

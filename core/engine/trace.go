@@ -102,6 +102,9 @@ type RunConfig struct {
 	Model        string `json:"model"`
 	SubcallModel string `json:"subcall_model"`
 	Budget       Budget `json:"budget"`
+	// Protocol is the run's Options.Protocol, so that a replay of the
+	// trace can say when it speaks another one (replaywarn.go).
+	Protocol string `json:"protocol,omitempty"`
 	// Extra holds what the caller wants on record (backend, runtime...).
 	// It must not hold secrets.
 	Extra map[string]string `json:"extra,omitempty"`

@@ -24,6 +24,11 @@ type RecordedRun struct {
 	// Context is the recorded description of the context (kind, size,
 	// type), as the engine wrote it.
 	Context json.RawMessage `json:"context"`
+	// Config.Protocol is the recorded run's protocol (engine.RunConfig);
+	// empty in traces written before runs recorded it.
+	Config struct {
+		Protocol string `json:"protocol"`
+	} `json:"config"`
 }
 
 // Recorder is implemented by a provider that answers from a recording

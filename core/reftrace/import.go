@@ -88,8 +88,8 @@ func Import(l *Log) []engine.Event {
 	cfg := ext.Config
 	if cfg == nil {
 		cfg = &engine.RunConfig{Provider: im.meta.Backend, Model: im.meta.RootModel, SubcallModel: im.meta.RootModel,
-			Budget: engine.Budget{MaxIterations: im.meta.MaxIterations, MaxDepth: max(im.meta.MaxDepth-1, 0)},
-			Extra:  map[string]string{"imported_from": "reference log"}}
+			Budget:   engine.Budget{MaxIterations: im.meta.MaxIterations, MaxDepth: max(im.meta.MaxDepth-1, 0)},
+			Protocol: engine.ProtocolReference, Extra: map[string]string{"imported_from": "reference log"}}
 		if s, ok := im.meta.BackendKwargs["subcall_model_name"].(string); ok {
 			cfg.SubcallModel = s
 		}
