@@ -169,6 +169,11 @@ func Judge(s *server.Server) http.Handler {
 					return
 				}
 				resp, status, body := runCase(req.Cases[i])
+				var res CaseResult
+				if body == nil {
+					res = verdict(resp, req.Cases[i], req.Compare)
+					status, body = check(&res, req.Cases[i])
+				}
 				mu.Lock()
 				defer mu.Unlock()
 				if body != nil {
@@ -180,20 +185,8 @@ func Judge(s *server.Server) http.Handler {
 					}
 					return
 				}
-				out.Cases[i] = verdict(resp, req.Cases[i], req.Compare)
-				mu.Unlock()
-				status, body = check(&out.Cases[i], req.Cases[i])
-				mu.Lock()
-				if body != nil {
-					if abort == nil {
-						abort = &struct {
-							status int
-							body   any
-						}{status, body}
-					}
-					return
-				}
-				failed = failed || out.Cases[i].Verdict != Accepted
+				out.Cases[i] = res
+				failed = failed || res.Verdict != Accepted
 			}(i)
 		}
 		wg.Wait()
