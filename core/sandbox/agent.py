@@ -26,6 +26,11 @@ class _RlmSandbox:
         # command output is spooled here, outside the workspace the user
         # lists and snapshots
         self.spool = tempfile.mkdtemp(prefix="rlm-sandbox-")
+        # Under namespace isolation /tmp is the sandbox's own; at process
+        # or none it is the host's, so the spool goes when the REPL does.
+        import atexit, shutil
+
+        atexit.register(shutil.rmtree, self.spool, True)
         self.procs = {}
         self.contexts = {}
         self.ns = ns
