@@ -27,7 +27,8 @@ import (
 
 // answerHelpers makes `answer` an answer dict (keeping what an earlier
 // block put in a plain dict of that name) whose "ready" records the
-// answer in the variables FINAL uses.
+// answer in the variables FINAL uses. A variable `answer` of another type
+// is the model's own and is left alone.
 const answerHelpers = `
 class _RlmAnswer(dict):
     """answer["content"] = result; answer["ready"] = True ends the run."""
@@ -48,8 +49,10 @@ def _rlm_answer_ready(d):
     ` + finalValueVar + ` = d.get("content", "")
     ` + finalKindVar + ` = "answer"
 
-if not isinstance(globals().get("answer"), _RlmAnswer):
-    answer = _RlmAnswer(globals()["answer"]) if isinstance(globals().get("answer"), dict) else _RlmAnswer()
+if "answer" not in globals():
+    answer = _RlmAnswer()
+elif type(globals()["answer"]) is dict:
+    answer = _RlmAnswer(globals()["answer"])
 `
 
 // answerCheck runs after a block that mentioned the helpers: an `answer`

@@ -112,6 +112,12 @@ var (
 		"is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield"}
 )
 
+// IsPythonName says whether name can be a Python variable: an identifier
+// that is not a keyword (rlm run --var names, tool parameters).
+func IsPythonName(name string) bool {
+	return paramName.MatchString(name) && !slices.Contains(pythonKeywords, name)
+}
+
 // check validates the host tools' declarations and fills in defaults.
 // Python files are checked in the REPL, where Python reads them.
 func (t *Tools) check() error {

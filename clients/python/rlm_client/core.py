@@ -187,9 +187,11 @@ class RLM:
             self._transport.cancel()
             raise CancellationError(message="Execution cancelled by user (Ctrl+C)") from None
         elapsed = time.perf_counter() - start
-        self._raise_for(st, elapsed)
-        if self.persistent:
+        if self.persistent and st.get("run_id"):
+            # Even a turn that failed (a budget) kept its REPL: the next
+            # one continues it, and close() ends it.
             self._last_run = st.get("run_id")
+        self._raise_for(st, elapsed)
         usage = st.get("usage") or {}
         metadata: Dict[str, Any] = {
             "run_id": st.get("run_id"),

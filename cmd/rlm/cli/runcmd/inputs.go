@@ -7,9 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/engine"
 )
 
 // Named and JSON inputs (issue 30 item 4). --context-json FILE makes
@@ -43,13 +45,13 @@ func (o *Options) inputContext() (*core.Context, error) {
 	vars := map[string]json.RawMessage{}
 	for _, v := range o.Vars {
 		name, file, ok := strings.Cut(v, "=")
-		if !ok || !isIdentifier(name) || file == "" {
-			return nil, fmt.Errorf("--var %q: want NAME=FILE, NAME a Python identifier (letters, digits, _; not starting with a digit)", v)
+		if !ok || !engine.IsPythonName(name) || file == "" {
+			return nil, fmt.Errorf("--var %q: want NAME=FILE, NAME a Python identifier (letters, digits, _; not starting with a digit; not a keyword)", v)
 		}
 		if _, dup := vars[name]; dup {
 			return nil, fmt.Errorf("--var %s is given twice", name)
 		}
-		if reservedVars[name] {
+		if slices.Contains(engine.ReservedNames, name) {
 			return nil, fmt.Errorf("--var %s: %s is one of the REPL's own names; choose another", name, name)
 		}
 		b, err := o.readInput(file)
@@ -90,22 +92,4 @@ func checkJSON(b []byte) error {
 		return fmt.Errorf("not one JSON value: more follows the first (JSON Lines? make it a list)")
 	}
 	return nil
-}
-
-func isIdentifier(s string) bool {
-	for i, r := range s {
-		ok := r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (i > 0 && r >= '0' && r <= '9')
-		if !ok {
-			return false
-		}
-	}
-	return s != ""
-}
-
-// reservedVars are names a --var must not shadow: the REPL's helpers and
-// the protocols' own.
-var reservedVars = map[string]bool{
-	"context": true, "llm_query": true, "llm_query_batched": true, "rlm_query": true, "rlm_query_batched": true,
-	"chunk_text": true, "search_context": true, "SHOW_VARS": true, "FINAL": true, "FINAL_VAR": true, "answer": true,
-	"LLMQueryError": true, "ToolError": true,
 }
