@@ -17,6 +17,7 @@ type Cgroups struct {
 	rc       *runCgroups
 	spec     Spec
 	enforced []string
+	shared   *sharedState // a warm sandbox's own cgroups (SharedCgroups), nil for a run's own
 }
 
 // NewCgroups creates a run's cgroups for spec.MemoryBytes and
@@ -39,17 +40,34 @@ func (g *Cgroups) Pids() bool { return g.rc.pids != nil }
 func (g *Cgroups) Enforced() []string { return g.enforced }
 
 // Join moves pid (a host pid) into the cgroups.
-func (g *Cgroups) Join(pid int) error { return g.rc.join(pid) }
+// Shared cgroups need no join: their runs are born inside.
+func (g *Cgroups) Join(pid int) error {
+	if g.shared != nil {
+		return nil
+	}
+	return g.rc.join(pid)
+}
 
 // Kill SIGKILLs every process in the cgroups until they are empty and
 // returns how many it signalled.
 func (g *Cgroups) Kill() int {
+	if g.shared != nil {
+		return g.killShared()
+	}
 	n, _ := killCgroupDirs(g.rc.paths(), 5*time.Second)
 	return n
 }
 
 // Stats reads OOM kills, pids-limit hits and the memory high-water mark.
-func (g *Cgroups) Stats() (oomKills, pidsMax, peak int64) { return g.rc.stats() }
+func (g *Cgroups) Stats() (oomKills, pidsMax, peak int64) {
+	if g.shared != nil {
+		return g.sharedStats()
+	}
+	return g.rc.stats()
+}
+
+// Shared says whether these are a sandbox's own cgroups (SharedCgroups).
+func (g *Cgroups) Shared() bool { return g.shared != nil }
 
 // Judge says how a run in these cgroups ended, from its main process's
 // wait status and CPU time, what killed it (ending.Timeout or
@@ -65,7 +83,7 @@ func (g *Cgroups) Judge(ws syscall.WaitStatus, cpu time.Duration, killedBy endin
 		o.ExitCode = -1
 		o.Signal, o.SignalNumber = signalName(sig), int(sig)
 	}
-	oom, pidsMax, peak := g.rc.stats()
+	oom, pidsMax, peak := g.Stats()
 	if peak == 0 {
 		peak = peakFallback
 	}
@@ -79,7 +97,13 @@ func (g *Cgroups) Judge(ws syscall.WaitStatus, cpu time.Duration, killedBy endin
 
 // Remove kills what is left and removes the cgroups. Call it after the
 // run's tmpfs files are gone, so their pages are uncharged first.
-func (g *Cgroups) Remove() error { return g.rc.remove() }
+// Shared cgroups are the sandbox's, removed with it: Remove leaves them.
+func (g *Cgroups) Remove() error {
+	if g.shared != nil {
+		return nil
+	}
+	return g.rc.remove()
+}
 
 // judge is the one rule for how a run ended, shared by Cmd and Cgroups. A
 // limit counts only when the run did not end cleanly (a program may catch

@@ -1,12 +1,14 @@
 package warm
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
 // TestLimitsPerRequest: each limit ends its request with the ended_by of a
@@ -58,4 +60,67 @@ func tail(s string) string {
 		s = s[len(s)-300:]
 	}
 	return strings.TrimSpace(s)
+}
+
+// TestSandboxCgroupsAcrossRuns: runs are born in their sandbox's own
+// cgroups (no cgroup per run), and each run still sees only its own
+// limits, memory peak and limit hits: a run after one that filled memory
+// reports its own small peak, a run after an OOM kill is not judged by it,
+// raised and lowered limits hold, the process limit counts what a cold
+// run's does, and a memory limit too small to share the sandbox's cgroups
+// gets cgroups of its own.
+func TestSandboxCgroupsAcrossRuns(t *testing.T) {
+	p := newPool(t, ModePython, 1, 0)
+	var sb *sandbox
+	p.mu.Lock()
+	for s := range p.all {
+		sb = s
+	}
+	p.mu.Unlock()
+	if sb.cg == nil {
+		if isolate.NewCgroups(isolate.Spec{}).Memory() {
+			t.Fatal("the host has cgroups, but the sandbox's own are not used")
+		}
+		t.Skip("no usable cgroups on this host")
+	}
+	lim := func(mem int64, procs int64) core.Limits {
+		return core.Limits{MemoryBytes: mem, MaxProcesses: procs, Wall: 60 * time.Second}
+	}
+	fill := "x = bytearray(%d << 20)\nx[::4096] = b'x' * len(x[::4096])\nprint('ok')"
+	r := run(t, p, fmt.Sprintf(fill, 100), lim(256<<20, 32))
+	if r.Stdout != "ok\n" || r.EndedBy != ending.Exit || r.MemoryUsedBytes < 100<<20 {
+		t.Fatalf("100 MB under 256 MB: %q %s peak %d %q", r.Stdout, r.EndedBy, r.MemoryUsedBytes, tail(r.Stderr))
+	}
+	r = run(t, p, "print('small')", lim(256<<20, 32))
+	if r.Stdout != "small\n" || r.MemoryUsedBytes <= 0 || r.MemoryUsedBytes > 64<<20 {
+		t.Fatalf("the next run's peak is the earlier one's: %q peak %d", r.Stdout, r.MemoryUsedBytes)
+	}
+	r = run(t, p, fmt.Sprintf(fill, 200), lim(128<<20, 32))
+	if r.EndedBy != ending.MemoryLimit {
+		t.Fatalf("200 MB under a lowered 128 MB: %s exit %d %q", r.EndedBy, r.ExitCode, tail(r.Stderr))
+	}
+	r = run(t, p, fmt.Sprintf(fill, 200), lim(512<<20, 32))
+	if r.Stdout != "ok\n" || r.EndedBy != ending.Exit {
+		t.Fatalf("200 MB under a raised 512 MB, after an OOM kill: %q %s %q", r.Stdout, r.EndedBy, tail(r.Stderr))
+	}
+	// A cold run's cgroups hold bwrap, its reaper and the program: with 10
+	// processes the program may start 7 more.
+	forks := "import os, time\nn = 0\nwhile n < 50:\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n    n += 1\nprint(n)"
+	r = run(t, p, forks, lim(256<<20, 10))
+	if r.Stdout != "7\n" {
+		t.Fatalf("processes under a limit of 10: %q %s %q", r.Stdout, r.EndedBy, tail(r.Stderr))
+	}
+	r = run(t, p, forks, lim(256<<20, 64))
+	if r.Stdout != "50\n" || r.EndedBy != ending.Exit {
+		t.Fatalf("processes under a raised limit of 64: %q %s %q", r.Stdout, r.EndedBy, tail(r.Stderr))
+	}
+	// Below what the sandbox itself holds: cgroups of the run's own.
+	r = run(t, p, "print('tiny')", lim(12<<20, 32))
+	if r.Stdout != "tiny\n" || r.EndedBy != ending.Exit {
+		t.Fatalf("a 12 MB limit: %q %s %q", r.Stdout, r.EndedBy, tail(r.Stderr))
+	}
+	r = run(t, p, "print('after')", lim(256<<20, 32))
+	if r.Stdout != "after\n" {
+		t.Fatalf("after: %q %s", r.Stdout, r.EndedBy)
+	}
 }

@@ -28,6 +28,9 @@ type sandbox struct {
 	cmd  *isolate.Cmd
 	dir  string
 	conn *net.UnixConn
+	// cg are the sandbox's own cgroups, which its runs are born in (nil
+	// when the host has none: runs then get cgroups of their own).
+	cg *isolate.Cgroups
 
 	msgs chan message // status and clean messages, in order
 	dead chan struct{}
@@ -137,6 +140,7 @@ func startSandbox(cfg Config) (*sandbox, error) {
 		sb.kill(err)
 		return nil, fmt.Errorf("warm sandbox did not start: %w", err)
 	}
+	sb.cg = cmd.SharedCgroups()
 	return sb, nil
 }
 

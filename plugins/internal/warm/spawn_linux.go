@@ -100,14 +100,7 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 	}
 	// The request's limits as a cold run of it gets them.
 	spec := isolate.Spec{Spec: l.SandboxSpec(isolation.Namespace, nil)}
-	cgSpec := spec
-	if cgSpec.MaxProcesses > hostPidsHeld {
-		cgSpec.MaxProcesses -= hostPidsHeld
-	}
-	// The cgroups' judge has never been told the CPU budget here (a cold
-	// run's is): kept so, for now, to change nothing of how runs end.
-	cgSpec.CPUSeconds = 0
-	cg := isolate.NewCgroups(cgSpec)
+	cg := runCgroups(sb, spec)
 	ok := false
 	defer func() {
 		if !ok {
@@ -199,6 +192,25 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 	ok = true
 	started.Add(1)
 	return &process{s: s, sb: sb, cg: cg, pid: pid, id: id, conn: conn, dir: dir, inputs: inputs}, nil
+}
+
+// runCgroups gives a run the cgroups that hold its limits: the sandbox's
+// own when they can (the child is born in them, so a run costs no cgroup
+// created, joined or removed; see isolate.SharedCgroups), or cgroups of its
+// own, which the child joins before it runs any code.
+func runCgroups(sb *sandbox, spec isolate.Spec) *isolate.Cgroups {
+	// The cgroups' judge has never been told the CPU budget here (a cold
+	// run's is): kept so, for now, to change nothing of how runs end.
+	spec.CPUSeconds = 0
+	if sb.cg != nil && sb.cg.Begin(spec) == nil {
+		// They hold bwrap and the worker besides the run, as a cold run's
+		// hold bwrap and its reaper: the request's limits as they are.
+		return sb.cg
+	}
+	if spec.MaxProcesses > hostPidsHeld {
+		spec.MaxProcesses -= hostPidsHeld
+	}
+	return isolate.NewCgroups(spec)
 }
 
 // manifest lists the regular files below dir with what the worker needs to
@@ -328,7 +340,11 @@ func (p *process) Wait() (isolation.Exit, error) {
 		p.sb.kill(errors.New("protocol error"))
 		return p.crashed(fmt.Errorf("the warm sandbox answered out of turn: %+v", m))
 	}
-	p.cg.Kill() // the worker swept its namespace; this is the cgroups' own sweep
+	if !p.cg.Shared() {
+		// The worker swept its namespace; this is the run's cgroups' own
+		// sweep. The sandbox's own cgroups hold nothing but the namespace.
+		p.cg.Kill()
+	}
 	p.mu.Lock()
 	var killedBy ending.Reason
 	if p.killed {
