@@ -159,15 +159,11 @@ def recv():
     return msg, list(fds)
 
 
-def serve(reap, handle, ready=None):
-    """The fork servers' loop: say ready (ready() when given, which sends
-    its own message), then call reap() whenever a child has exited and
-    handle(request, fds) for each request, until the host closes its end of
-    the channel (see open_channel)."""
-    if ready is None:
-        send({"ready": True})
-    else:
-        ready()
+def serve(reap, handle):
+    """The fork servers' loop: say ready, then call reap() whenever a child
+    has exited and handle(request, fds) for each request, until the host
+    closes its end of the channel (see open_channel)."""
+    send({"ready": True})
     while True:
         try:
             r, _, _ = select.select([sock, wake_r], [], [])

@@ -103,7 +103,7 @@ func startSandbox(cfg Config) (*sandbox, error) {
 	cmd, err := isolate.Command(context.Background(), isolate.Spec{
 		Spec: isolation.Spec{
 			Level:         isolation.Namespace,
-			Argv:          []string{cfg.Python, "-c", pyMain + pyWorker, isolate.WarmWorkerArg},
+			Argv:          []string{cfg.Python, "-c", pyMain + pyWorker, string(cfg.Mode), isolate.WarmWorkerArg},
 			Env:           env,
 			Dir:           dir,
 			ReadOnlyPaths: cfg.ReadOnlyPaths,
@@ -241,11 +241,7 @@ func (sb *sandbox) takeDescriptors(oob []byte) error {
 }
 
 // send writes one control message with descriptors attached.
-func (sb *sandbox) send(v any, files ...*os.File) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
+func (sb *sandbox) send(b []byte, files ...*os.File) error {
 	var oob []byte
 	if len(files) > 0 {
 		fds := make([]int, len(files))
@@ -254,7 +250,7 @@ func (sb *sandbox) send(v any, files ...*os.File) error {
 		}
 		oob = syscall.UnixRights(fds...)
 	}
-	_, _, err = sb.conn.WriteMsgUnix(b, oob, nil)
+	_, _, err := sb.conn.WriteMsgUnix(b, oob, nil)
 	return err
 }
 

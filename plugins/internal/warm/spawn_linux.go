@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -157,7 +158,7 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 	}
 	conn := fc.(*net.UnixConn)
 	id := requestSeq.Add(1)
-	err = sb.send(map[string]any{"id": id, "mode": s.pool.cfg.Mode}, stdin, stdout, stderr, theirs)
+	err = sb.send(strconv.AppendInt(nil, id, 10), stdin, stdout, stderr, theirs)
 	theirs.Close()
 	if err != nil {
 		conn.Close()
@@ -577,7 +578,7 @@ func (p *process) release() {
 		return
 	}
 	if left {
-		if err := p.sb.send(map[string]any{"id": p.id, "ipc": true}); err != nil {
+		if err := p.sb.send(strconv.AppendInt([]byte("ipc "), p.id, 10)); err != nil {
 			fail(err)
 			return
 		}

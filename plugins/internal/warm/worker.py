@@ -44,7 +44,14 @@ libc = ctypes.CDLL(None, use_errno=True)
 if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
     raise SystemExit("rlm warm worker: prctl(PR_SET_DUMPABLE) failed")
 
-open_channel(1 << 16, 4)
+# The channel to the host, fd 3 (SOCK_SEQPACKET). No SIGCHLD handler and no
+# select loop: the worker blocks in recvmsg, then in wait4, so between two
+# forks it runs only the few lines of main() (see the note below).
+sock = socket.socket(fileno=3)
+os.set_inheritable(3, False)
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # the host's to send to children
+MODE = sys.argv[1]
+FDS_SPACE = socket.CMSG_SPACE(4 * 4)
 
 
 # The request socket is used through its descriptor (os.read, os.write),
@@ -77,11 +84,16 @@ def write_frame(fd, data):
     write_all(fd, struct.pack(">I", len(data)) + data)
 
 
-def child(mode, fds):
+def child(fds):
     code = 1
     try:
         os.setsid()
-        leave_channel()
+        # What a fresh interpreter has: KeyboardInterrupt on SIGINT, and
+        # none of the worker's descriptors. _signal, not signal: the
+        # latter's wrappers touch enough objects to cost dozens of
+        # copy-on-write faults in every child.
+        _signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.close(3)
         rq = fds[3]
         os.set_blocking(rq, True)
         hdr = json.loads(read_frame(rq))
@@ -97,7 +109,7 @@ def child(mode, fds):
             os.close(fd)
         os.chdir(hdr["dir"])
         argv, env = hdr["argv"], hdr["env"]
-        if mode == "exec":
+        if MODE == "exec":
             try:
                 os.execve(argv[0], argv, env)
             except OSError as e:
@@ -151,12 +163,10 @@ def remove_ipc():
     return not any(ipc_ids(name) for name in ("shm", "sem", "msg"))
 
 
-cur = None  # the request being served: {"id", "pid"}
-
-
 def anyone():
-    """Whether any process but this one is left in the sandbox: kill(-1, 0)
-    reaches them all (they share our uid), and costs no objects."""
+    """Whether any process but this one is left in the sandbox, zombies
+    included: kill(-1, 0) reaches them all (they share our uid), and costs
+    no objects."""
     try:
         os.kill(-1, 0)
     except ProcessLookupError:
@@ -166,47 +176,14 @@ def anyone():
     return True
 
 
-def reaped(pid, status, ru):
-    global cur
-    if cur is None or pid != cur["pid"]:
-        return
-    left = 0
-    if anyone():
-        left = len(others())
-        # With no other process in the sandbox there is nothing to kill,
-        # and nothing left that could start one.
-        sweep()
-    send({"id": cur["id"], "status": status, "leftovers": left,
-          "cpu_ns": int((ru.ru_utime + ru.ru_stime) * 1e9), "maxrss": ru.ru_maxrss * 1024})
-    cur = None
-
-
-def reap():
-    while True:
-        try:
-            pid, status, ru = os.wait4(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        reaped(pid, status, ru)
-
-
-def handle(req, fds):
-    global cur
-    if "ipc" in req:
-        send({"id": req["id"], "clean": remove_ipc() and not anyone()})
-        return
-    if cur is not None or len(fds) != 4:
-        for fd in fds:
-            os.close(fd)
-        return
-    pid = os.fork()
-    if pid == 0:
-        child(req["mode"], fds)
-    for fd in fds:
-        os.close(fd)
-    cur = {"id": req["id"], "pid": pid}
+def recv():
+    """One message from the host and the descriptors attached to it."""
+    fds = array.array("i")
+    msg, anc, _, _ = sock.recvmsg(64, FDS_SPACE)
+    for level, typ, data in anc:
+        if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    return msg, list(fds)
 
 
 def ready():
@@ -217,10 +194,45 @@ def ready():
             fds.append(os.open("/proc/sysvipc/" + name, os.O_RDONLY | os.O_CLOEXEC))
         except OSError:
             fds.append(os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC))
-    sock.sendmsg([json.dumps({"ready": True}).encode()],
-                 [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+    sock.sendmsg([b'{"ready":true}'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
     for fd in fds:
         os.close(fd)
 
 
-serve(reap, handle, ready)
+# Every page the worker writes between two forks is a copy-on-write fault
+# (hundreds of them cost more than the fork itself), so the loop is plain:
+# messages are an id in ASCII ("ipc ID" to remove SysV IPC objects), the
+# report is formatted bytes, and orphans are reaped by the same blocking
+# wait4 that waits for the child.
+def main():
+    ready()
+    while True:
+        msg, fds = recv()
+        if not msg:
+            return  # the host closed its end: exit
+        if msg.startswith(b"ipc "):
+            ok = remove_ipc() and not anyone()
+            sock.send(b'{"id":%s,"clean":%s}' % (msg[4:], b"true" if ok else b"false"))
+            continue
+        if len(fds) != 4:
+            for fd in fds:
+                os.close(fd)
+            continue
+        pid = os.fork()
+        if pid == 0:
+            child(fds)
+        for fd in fds:
+            os.close(fd)
+        while True:
+            p, status, ru = os.wait4(-1, 0)
+            if p == pid:
+                break
+        left = 0
+        if anyone():
+            left = len(others())
+            sweep()
+        sock.send(b'{"id":%s,"status":%d,"leftovers":%d,"cpu_ns":%d,"maxrss":%d}' % (
+            msg, status, left, int((ru.ru_utime + ru.ru_stime) * 1e9), ru.ru_maxrss * 1024))
+
+
+main()
