@@ -1,13 +1,16 @@
 package warm
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
+	"github.com/rlmkit/rlm/core/plugin/program"
 	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
@@ -122,5 +125,41 @@ func TestSandboxCgroupsAcrossRuns(t *testing.T) {
 	r = run(t, p, "print('after')", lim(256<<20, 32))
 	if r.Stdout != "after\n" {
 		t.Fatalf("after: %q %s", r.Stdout, r.EndedBy)
+	}
+}
+
+// TestKillAfterTheRunIsANoop: a Kill that comes after its run ended (a
+// watchdog firing as the run exits) must not reach the next run in the same
+// sandbox, whose processes share the sandbox's cgroups.
+func TestKillAfterTheRunIsANoop(t *testing.T) {
+	p := newPool(t, ModePython, 1, 0)
+	l := core.Limits{Isolation: "namespace", MemoryBytes: 256 << 20, MaxProcesses: 32, Wall: 60 * time.Second}
+	ws, err := program.NewWorkspace(core.Program{Code: "print('a')", Limits: l}, "main.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Remove()
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	first, err := p.Spawner(context.Background(), Run{Limits: l}).Spawn([]string{p.cfg.Python, ws.CodePath}, ws.Dir, program.BaseEnv(ws.Dir), null, null, null)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex, err := first.Wait(); err != nil || ex.Code != 0 {
+		t.Fatalf("the first run: %+v %v", ex, err)
+	}
+	before := started.Load()
+	second := make(chan *core.Result, 1)
+	go func() { second <- run(t, p, "import time\ntime.sleep(2)\nprint('second')", l) }()
+	for started.Load() == before {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // the second run's child is well under way
+	first.(program.Killer).Kill()
+	if r := <-second; r.Stdout != "second\n" || r.EndedBy != ending.Exit {
+		t.Fatalf("the second run, after a late Kill of the first: %q %s %q", r.Stdout, r.EndedBy, tail(r.Stderr))
 	}
 }

@@ -336,20 +336,6 @@ func writeFrame(w io.Writer, b []byte) error {
 	return err
 }
 
-func readFrame(r io.Reader, limit int) ([]byte, error) {
-	var n [4]byte
-	if _, err := io.ReadFull(r, n[:]); err != nil {
-		return nil, err
-	}
-	size := int(binary.BigEndian.Uint32(n[:]))
-	if size > limit {
-		return nil, fmt.Errorf("frame of %d bytes over %d", size, limit)
-	}
-	b := make([]byte, size)
-	_, err := io.ReadFull(r, b)
-	return b, err
-}
-
 // readHello reads the child's "H" and returns its host pid, translated by
 // the kernel from the credentials it attached; 0 on failure.
 func readHello(c *net.UnixConn) int {
@@ -384,6 +370,7 @@ type process struct {
 
 	mu     sync.Mutex
 	killed bool
+	ended  bool // the worker reported the run's end: its processes are gone
 }
 
 func (p *process) Pid() int { return p.pid }
@@ -395,10 +382,18 @@ func (p *process) OrphansContained() bool { return true }
 // Kill implements program.Killer: every process of the run's cgroups, and
 // the child's group (all that holds without cgroups; the worker's sweep
 // gets the rest when the child has exited).
+//
+// Once the run has ended it does nothing: its pids may have been reused,
+// and the sandbox's own cgroups may hold the next run already. It holds
+// the lock throughout, so that Wait, and so the sandbox's return to the
+// pool, waits until it has killed.
 func (p *process) Kill() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return
+	}
 	p.killed = true
-	p.mu.Unlock()
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	_ = syscall.Kill(p.pid, syscall.SIGKILL)
 	p.cg.Kill()
@@ -425,6 +420,7 @@ func (p *process) Wait() (isolation.Exit, error) {
 		p.cg.Kill()
 	}
 	p.mu.Lock()
+	p.ended = true
 	var killedBy ending.Reason
 	if p.killed {
 		killedBy = ending.Cancelled
