@@ -107,8 +107,9 @@ func startSandbox(cfg Config) (*sandbox, error) {
 			Env:           env,
 			Dir:           dir,
 			ReadOnlyPaths: cfg.ReadOnlyPaths,
-			// The worker's own cgroup: it, bwrap, and a request's child until
-			// the child is moved into the request's cgroups (or a collector).
+			// The sandbox's own cgroups: bwrap and the worker, and each run
+			// born in them, whose limits Begin writes (runCgroups); 16 until
+			// the first run.
 			MaxProcesses: 16,
 			DiskBytes:    cfg.DiskBytes,
 			AllowNetwork: cfg.AllowNetwork,
