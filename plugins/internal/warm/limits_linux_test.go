@@ -163,3 +163,17 @@ func TestKillAfterTheRunIsANoop(t *testing.T) {
 		t.Fatalf("the second run, after a late Kill of the first: %q %s %q", r.Stdout, r.EndedBy, tail(r.Stderr))
 	}
 }
+
+// TestOOMSparesTheWorker: a run that fills the memory limit with many
+// processes each smaller than the worker (which shares the sandbox's
+// cgroups with it) loses its own processes to the OOM killer, never the
+// worker: the sandbox lives on and the run does not read as a crash.
+func TestOOMSparesTheWorker(t *testing.T) {
+	p := newPool(t, ModeExec, 1, 0)
+	_, workers := p.Sandboxes()
+	l := core.Limits{MemoryBytes: 64 << 20, MaxProcesses: 128, Wall: 60 * time.Second}
+	r := run(t, p, `for i in $(seq 40); do (x=$(head -c 2000000 /dev/zero | tr '\0' x); sleep 2) & done; wait; echo done`, l)
+	if _, now := p.Sandboxes(); len(now) != 1 || now[0] != workers[0] || r.EndedBy == ending.Crashed {
+		t.Fatalf("ended by %s (%q); workers %v -> %v", r.EndedBy, tail(r.Stderr), workers, now)
+	}
+}

@@ -104,6 +104,18 @@ def child(fds):
         for res, cur, mx in hdr["rlimits"]:
             resource.setrlimit(res, (cur, mx))
         libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        # The run shares the sandbox's cgroups with the worker: when it
+        # hits the memory limit, the OOM killer must pick one of its
+        # processes, never the worker (which would end the sandbox and
+        # make a memory limit read as a crash). Raising one's own score is
+        # always allowed; the run's processes inherit it, and none can go
+        # below the worker's.
+        try:
+            fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+            os.write(fd, b"1000")
+            os.close(fd)
+        except OSError:
+            pass
         for i, fd in enumerate(fds[:3]):
             os.dup2(fd, i)
             os.close(fd)
