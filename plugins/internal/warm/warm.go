@@ -54,7 +54,9 @@
 // bwrap, its reaper and the program: the request's memory and pids limits
 // are written to them as they are, the counters are taken and the memory
 // peak reset per run, so a run sees only its own limit hits and peak, and
-// the interpreter counts toward the memory limit as a cold one does. A
+// the interpreter counts toward the memory limit as a cold one does (the
+// run's processes raise their OOM score, so the OOM killer takes theirs,
+// never the worker). A
 // memory limit too small to share them (below what the sandbox holds plus
 // 8 MiB) gets the run cgroups of its own, which the child joins before any
 // of its code runs, with the pids limit lowered by the two processes a
