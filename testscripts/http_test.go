@@ -121,7 +121,10 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 		}()
 		return
 	}
-	resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+	// As generous as the slowest answer a server may legitimately take: a
+	// session that installs requirements ran past 60 s on a loaded 2-core
+	// machine (pip under two busy loops and parallel scripts).
+	resp, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
 	if err != nil {
 		ts.Fatalf("http: %v", err)
 	}
