@@ -10,6 +10,31 @@
 HOME_ALIAS = "/home/user"
 
 
+def _sweep_spools(tmp, me):
+    """Remove the spools in tmp of REPLs that are gone."""
+    import os, shutil
+
+    try:
+        names = os.listdir(tmp)
+    except OSError:
+        return
+    for name in names:
+        parts = name.split("-")
+        if len(parts) != 4 or parts[:2] != ["rlm", "sandbox"] or not parts[2].isdigit():
+            continue
+        pid = int(parts[2])
+        if pid == me:
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # alive (or another user's, which we could not remove anyway)
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        shutil.rmtree(os.path.join(tmp, name), True)
+
+
 class _RlmSandbox:
     MARK = "\x1erlm-sandbox "
 
@@ -24,13 +49,16 @@ class _RlmSandbox:
         if os.path.realpath(HOME_ALIAS) == self.root:
             self.home = HOME_ALIAS
         # command output is spooled here, outside the workspace the user
-        # lists and snapshots
-        self.spool = tempfile.mkdtemp(prefix="rlm-sandbox-")
+        # lists and snapshots; the name carries the REPL's pid
+        self.spool = tempfile.mkdtemp(prefix="rlm-sandbox-%d-" % os.getpid())
         # Under namespace isolation /tmp is the sandbox's own; at process
-        # or none it is the host's, so the spool goes when the REPL does.
+        # or none it is the host's, so the spool goes when the REPL does,
+        # and the spools of REPLs that were killed (a closed session's is:
+        # no atexit runs) go when the next helper starts.
         import atexit, shutil
 
         atexit.register(shutil.rmtree, self.spool, True)
+        _sweep_spools(tempfile.gettempdir(), os.getpid())
         self.procs = {}
         self.contexts = {}
         self.ns = ns

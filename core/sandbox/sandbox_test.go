@@ -1,7 +1,10 @@
 package sandbox
 
 import (
+	"bufio"
 	"context"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -72,6 +75,52 @@ func TestParseSignal(t *testing.T) {
 	for _, in := range []string{"bogus", "SIGFOO", "0", "99", "-9"} {
 		if _, ok := ParseSignal(in); ok {
 			t.Errorf("ParseSignal(%q) accepted", in)
+		}
+	}
+}
+
+// TestSpoolOfAKilledREPLIsSwept: a REPL killed with its session (no atexit
+// runs) leaves its command-output spool in the host's temporary directory
+// (isolation process or none); the next helper to start removes it, and
+// keeps the spools of REPLs still alive.
+func TestSpoolOfAKilledREPLIsSwept(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not installed")
+	}
+	tmp := t.TempDir()
+	start := func() (*exec.Cmd, string) {
+		cmd := exec.Command(py, "-c", installCode()+"print(__rlm_sandbox.spool, flush=True)\nimport time\ntime.sleep(600)")
+		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd, strings.TrimSpace(line)
+	}
+	killed, first := start()
+	_, alive := start()
+	killed.Process.Kill()
+	killed.Wait()
+	if _, err := os.Stat(first); err != nil {
+		t.Fatalf("the killed REPL's spool %s: %v", first, err)
+	}
+	_, third := start()
+	if _, err := os.Stat(first); !os.IsNotExist(err) {
+		t.Fatalf("the killed REPL's spool %s is still there (%v)", first, err)
+	}
+	for _, d := range []string{alive, third} {
+		if _, err := os.Stat(d); err != nil {
+			t.Fatalf("a live REPL's spool %s: %v", d, err)
 		}
 	}
 }
