@@ -31,7 +31,11 @@ func TestRunDiesWithCaller(t *testing.T) {
 			requireLevel(t, level)
 			marker := fmt.Sprintf("300.%d%d", os.Getpid(), time.Now().UnixNano()%100000)
 			helper := exec.Command(os.Args[0], "-test.run", "^TestRunDiesWithCaller$")
-			helper.Env = append(os.Environ(), "RLM_ISOLATE_ORPHAN_HELPER="+string(level), "RLM_ISOLATE_MARKER="+marker)
+			// The helper's own directories (its run's Dir, a read-only path)
+			// go below one of the test's, removed with it; what rlm makes
+			// goes to the usual temporary directory, where the sweep looks.
+			helper.Env = append(os.Environ(), "RLM_ISOLATE_ORPHAN_HELPER="+string(level), "RLM_ISOLATE_MARKER="+marker,
+				"RLM_ISOLATE_ORPHAN_SCRATCH="+t.TempDir())
 			out, err := helper.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -120,14 +124,15 @@ func TestRunDiesWithCaller(t *testing.T) {
 
 func orphanHelper() {
 	level := Level(os.Getenv("RLM_ISOLATE_ORPHAN_HELPER"))
-	dir, _ := os.MkdirTemp("", "orphan-")
+	scratch := os.Getenv("RLM_ISOLATE_ORPHAN_SCRATCH")
+	dir, _ := os.MkdirTemp(scratch, "orphan-")
 	spec := Spec{Spec: isolation.Spec{Level: level, Argv: []string{"/bin/sh", "-c", "echo HELPER-READY; exec sleep " + os.Getenv("RLM_ISOLATE_MARKER")}, Dir: dir, MaxProcesses: 8, MemoryBytes: 64 << 20}}
 	if level == LevelProcess {
 		spec.DiskBytes = diskIfRoot()
 	} else if os.Geteuid() == 0 {
 		// A read-only path below a 0700 directory, as pyenv's Python is
 		// below /root: staged through a bind mount on the host.
-		private, _ := os.MkdirTemp("", "orphan-ro-")
+		private, _ := os.MkdirTemp(scratch, "orphan-ro-")
 		os.Mkdir(private+"/rt", 0o755)
 		spec.ReadOnlyPaths = []string{private + "/rt"}
 	}
