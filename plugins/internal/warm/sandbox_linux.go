@@ -33,18 +33,9 @@ type sandbox struct {
 	cg *isolate.Cgroups
 
 	msgs chan message // status and clean messages, in order
-
-	// The sandbox's scratch directories (/workspace, /tmp, /dev/shm), which
-	// the host lists, collects, wipes and fills through descriptors the
-	// worker sent (os.Root keeps every path below them), and its
-	// /proc/sysvipc files, which say whether a run left SysV IPC objects.
-	workspace *os.Root
-	scratch   []*os.Root
-	ipc       []*os.File
-	uid, gid  int // the workspace's owner, the sandbox's user as the host sees it
-	dead      chan struct{}
-	once      sync.Once
-	err       error
+	dead chan struct{}
+	once sync.Once
+	err  error
 }
 
 // message is what the worker sends on its control socket.
@@ -53,6 +44,7 @@ type message struct {
 	ID        int64  `json:"id"`
 	Status    *int   `json:"status"`
 	Leftovers int    `json:"leftovers"`
+	DiskFull  bool   `json:"disk_full"`
 	CPUNs     int64  `json:"cpu_ns"`
 	MaxRSS    int64  `json:"maxrss"`
 	Clean     *bool  `json:"clean"`
@@ -103,13 +95,12 @@ func startSandbox(cfg Config) (*sandbox, error) {
 	cmd, err := isolate.Command(context.Background(), isolate.Spec{
 		Spec: isolation.Spec{
 			Level:         isolation.Namespace,
-			Argv:          []string{cfg.Python, "-c", pyMain + pyWorker, string(cfg.Mode), isolate.WarmWorkerArg},
+			Argv:          []string{cfg.Python, "-c", pyMain + pyWorker, isolate.WarmWorkerArg},
 			Env:           env,
 			Dir:           dir,
 			ReadOnlyPaths: cfg.ReadOnlyPaths,
-			// The sandbox's own cgroups: bwrap and the worker, and each run
-			// born in them, whose limits Begin writes (runCgroups); 16 until
-			// the first run.
+			// The worker's own cgroup: it, bwrap, and a request's child until
+			// the child is moved into the request's cgroups (or a collector).
 			MaxProcesses: 16,
 			DiskBytes:    cfg.DiskBytes,
 			AllowNetwork: cfg.AllowNetwork,
@@ -155,19 +146,15 @@ func startSandbox(cfg Config) (*sandbox, error) {
 
 func (sb *sandbox) read(ready chan<- error) {
 	buf := make([]byte, 1<<16)
-	oob := make([]byte, syscall.CmsgSpace(8*4))
 	first := true
 	for {
-		n, oobn, _, _, err := sb.conn.ReadMsgUnix(buf, oob)
+		n, _, _, _, err := sb.conn.ReadMsgUnix(buf, nil)
 		if err == nil && n == 0 {
 			err = errors.New("the worker exited")
 		}
 		var m message
 		if err == nil {
 			err = json.Unmarshal(buf[:n], &m)
-		}
-		if err == nil && first {
-			err = sb.takeDescriptors(oob[:oobn])
 		}
 		if err != nil {
 			if first {
@@ -194,55 +181,12 @@ func (sb *sandbox) read(ready chan<- error) {
 	}
 }
 
-// takeDescriptors keeps the descriptors of the worker's ready message:
-// /workspace, /tmp, /dev/shm, then /proc/sysvipc/{shm,sem,msg}.
-func (sb *sandbox) takeDescriptors(oob []byte) error {
-	var fds []int
-	msgs, err := syscall.ParseSocketControlMessage(oob)
+// send writes one control message with descriptors attached.
+func (sb *sandbox) send(v any, files ...*os.File) error {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	for _, m := range msgs {
-		got, err := syscall.ParseUnixRights(&m)
-		if err == nil {
-			fds = append(fds, got...)
-		}
-	}
-	files := make([]*os.File, len(fds))
-	for i, fd := range fds {
-		syscall.CloseOnExec(fd)
-		files[i] = os.NewFile(uintptr(fd), "sandbox")
-	}
-	defer func() {
-		for _, f := range files[:min(3, len(files))] {
-			f.Close() // the roots hold their own descriptors
-		}
-	}()
-	if len(files) != 6 {
-		for _, f := range files[3:] {
-			f.Close()
-		}
-		return fmt.Errorf("the worker sent %d descriptors, want 6", len(files))
-	}
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(files[0].Fd()), &st); err != nil {
-		return err
-	}
-	sb.uid, sb.gid = int(st.Uid), int(st.Gid)
-	for _, f := range files[:3] {
-		r, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
-		if err != nil {
-			return err
-		}
-		sb.scratch = append(sb.scratch, r)
-	}
-	sb.workspace = sb.scratch[0]
-	sb.ipc = files[3:]
-	return nil
-}
-
-// send writes one control message with descriptors attached.
-func (sb *sandbox) send(b []byte, files ...*os.File) error {
 	var oob []byte
 	if len(files) > 0 {
 		fds := make([]int, len(files))
@@ -251,7 +195,7 @@ func (sb *sandbox) send(b []byte, files ...*os.File) error {
 		}
 		oob = syscall.UnixRights(fds...)
 	}
-	_, _, err := sb.conn.WriteMsgUnix(b, oob, nil)
+	_, _, err = sb.conn.WriteMsgUnix(b, oob, nil)
 	return err
 }
 
@@ -271,12 +215,6 @@ func (sb *sandbox) kill(why error) {
 		close(sb.dead)
 		sb.conn.Close()
 		go func() {
-			for _, r := range sb.scratch {
-				r.Close()
-			}
-			for _, f := range sb.ipc {
-				f.Close()
-			}
 			_ = sb.cmd.Cleanup()
 			os.RemoveAll(sb.dir)
 		}()
