@@ -1,6 +1,7 @@
 package isolate
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -211,17 +212,19 @@ func (g *Cgroups) sharedStats() (oomKills, pidsMax, peak int64) {
 	default:
 		b := make([]byte, 32)
 		if n, err := sh.peakFile.ReadAt(b, 0); n > 0 && (err == nil || n < len(b)) {
-			peak, _ = strconv.ParseInt(string(trimSpace(b[:n])), 10, 64)
+			peak, _ = strconv.ParseInt(string(bytes.TrimSpace(bytes.TrimRight(b[:n], "\x00"))), 10, 64)
 		}
 	}
 	return
 }
 
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == ' ' || b[len(b)-1] == 0) {
-		b = b[:len(b)-1]
+// Close releases what shared cgroups hold open (v2's memory.peak); the
+// sandbox calls it when it ends. Other Cgroups have nothing to release.
+func (g *Cgroups) Close() {
+	if g.shared != nil && g.shared.peakFile != nil {
+		g.shared.peakFile.Close()
+		g.shared.peakFile = nil
 	}
-	return b
 }
 
 // killShared SIGKILLs every process in the shared cgroups but the

@@ -215,6 +215,9 @@ func (sb *sandbox) kill(why error) {
 		close(sb.dead)
 		sb.conn.Close()
 		go func() {
+			if sb.cg != nil {
+				sb.cg.Close()
+			}
 			_ = sb.cmd.Cleanup()
 			os.RemoveAll(sb.dir)
 		}()
