@@ -78,10 +78,14 @@ type Browser struct {
 }
 
 // Start starts the browser at path with a fresh profile in dataDir (which
-// the caller removes).
+// the caller removes). The browser's TMPDIR is dataDir too: chromium makes
+// its singleton-socket directory (org.chromium.Chromium.*) there, and a
+// browser that is killed, as chromedp ends it, never removes it, so in
+// the host's /tmp every test left one behind.
 func Start(path, dataDir string) (*Browser, error) {
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
+		chromedp.Env("TMPDIR=" + dataDir),
 		chromedp.Headless,
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
