@@ -44,10 +44,12 @@ const (
 	// floodFactor × the kept budget (at least floodMin) of output ends a run.
 	floodFactor = 64
 	floodMin    = 64 << 20
-	// drainGrace bounds the wait for output pipes after the group is killed;
-	// only a process that escaped the group (setsid) can hold them longer.
-	drainGrace = 300 * time.Millisecond
 )
+
+// drainGrace bounds the wait for output pipes after the group is killed;
+// only a process that escaped the group (setsid) can hold them longer. A
+// variable for the test that sets it to zero.
+var drainGrace = 300 * time.Millisecond
 
 // Workspace is a run's private working directory.
 type Workspace struct {
@@ -268,17 +270,23 @@ func Exec(ctx context.Context, c Command) (*core.Result, error) {
 	drain := func(r *os.File, buf *capbuf.Buffer, done chan<- struct{}) {
 		defer close(done)
 		b := make([]byte, 64<<10)
+		keep := func(p []byte) {
+			buf.Write(p)
+			totalMu.Lock()
+			total += int64(len(p))
+			over := total > flood
+			totalMu.Unlock()
+			if over {
+				w.StopAt(ending.OutputLimit, flood)
+			}
+		}
 		for {
 			n, err := r.Read(b)
 			if n > 0 {
-				buf.Write(b[:n])
-				totalMu.Lock()
-				total += int64(n)
-				over := total > flood
-				totalMu.Unlock()
-				if over {
-					w.StopAt(ending.OutputLimit, flood)
-				}
+				keep(b[:n])
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				takeBuffered(r, b, keep)
 			}
 			if err != nil {
 				return
@@ -294,17 +302,17 @@ func Exec(ctx context.Context, c Command) (*core.Result, error) {
 	w.Done()
 	// The main process is gone; nothing it left in its group may outlive it.
 	proctree.KillGroup(pid)
-	deadline := time.NewTimer(drainGrace)
-	for _, ch := range []chan struct{}{outDone, errDone} {
-		select {
-		case <-ch:
-		case <-deadline.C:
-			outR.Close()
-			errR.Close()
-			<-ch
-		}
+	// The grace ends the wait for writers that escaped the group, never
+	// what the pipes hold: on a loaded machine the drains may not have
+	// run at all yet, and closing the pipes at the grace's end answered a
+	// run that printed with an empty stdout.
+	graceEnd := time.Now().Add(drainGrace)
+	if outR.SetReadDeadline(graceEnd) != nil || errR.SetReadDeadline(graceEnd) != nil {
+		// Not pollable (never so for os.Pipe on Linux): the old bound.
+		time.AfterFunc(drainGrace, func() { outR.Close(); errR.Close() })
 	}
-	deadline.Stop()
+	<-outDone
+	<-errDone
 	if c, ok := proc.(Contained); !ok || !c.OrphansContained() {
 		proctree.KillOrphans(nil)
 	}
@@ -360,4 +368,32 @@ func Exec(ctx context.Context, c Command) (*core.Result, error) {
 		res.Error = res.EndedBy.Message(int64(c.Limits.CPU))
 	}
 	return res, nil
+}
+
+// tailMax bounds what takeBuffered reads: a writer that escaped the group
+// may still be writing.
+const tailMax = 1 << 20
+
+// takeBuffered reads what the pipe r holds now, without waiting for more
+// (its descriptor is non-blocking, as os.Pipe makes it), up to tailMax.
+func takeBuffered(r *os.File, b []byte, keep func([]byte)) {
+	if r.SetReadDeadline(time.Time{}) != nil {
+		return
+	}
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return
+	}
+	left := tailMax
+	_ = rc.Read(func(fd uintptr) bool {
+		for left > 0 {
+			n, err := syscall.Read(int(fd), b[:min(len(b), left)])
+			if n <= 0 || err != nil {
+				break
+			}
+			keep(b[:n])
+			left -= n
+		}
+		return true
+	})
 }
