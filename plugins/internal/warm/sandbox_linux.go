@@ -33,9 +33,18 @@ type sandbox struct {
 	cg *isolate.Cgroups
 
 	msgs chan message // status and clean messages, in order
-	dead chan struct{}
-	once sync.Once
-	err  error
+
+	// The sandbox's scratch directories (/workspace, /tmp, /dev/shm), which
+	// the host lists, collects, wipes and fills through descriptors the
+	// worker sent (os.Root keeps every path below them), and its
+	// /proc/sysvipc files, which say whether a run left SysV IPC objects.
+	workspace *os.Root
+	scratch   []*os.Root
+	ipc       []*os.File
+	uid, gid  int // the workspace's owner, the sandbox's user as the host sees it
+	dead      chan struct{}
+	once      sync.Once
+	err       error
 }
 
 // message is what the worker sends on its control socket.
@@ -44,7 +53,6 @@ type message struct {
 	ID        int64  `json:"id"`
 	Status    *int   `json:"status"`
 	Leftovers int    `json:"leftovers"`
-	DiskFull  bool   `json:"disk_full"`
 	CPUNs     int64  `json:"cpu_ns"`
 	MaxRSS    int64  `json:"maxrss"`
 	Clean     *bool  `json:"clean"`
@@ -95,12 +103,13 @@ func startSandbox(cfg Config) (*sandbox, error) {
 	cmd, err := isolate.Command(context.Background(), isolate.Spec{
 		Spec: isolation.Spec{
 			Level:         isolation.Namespace,
-			Argv:          []string{cfg.Python, "-c", pyMain + pyWorker, isolate.WarmWorkerArg},
+			Argv:          []string{cfg.Python, "-c", pyMain + pyWorker, string(cfg.Mode), isolate.WarmWorkerArg},
 			Env:           env,
 			Dir:           dir,
 			ReadOnlyPaths: cfg.ReadOnlyPaths,
-			// The worker's own cgroup: it, bwrap, and a request's child until
-			// the child is moved into the request's cgroups (or a collector).
+			// The sandbox's own cgroups: bwrap and the worker, and each run
+			// born in them, whose limits Begin writes (runCgroups); 16 until
+			// the first run.
 			MaxProcesses: 16,
 			DiskBytes:    cfg.DiskBytes,
 			AllowNetwork: cfg.AllowNetwork,
@@ -146,15 +155,19 @@ func startSandbox(cfg Config) (*sandbox, error) {
 
 func (sb *sandbox) read(ready chan<- error) {
 	buf := make([]byte, 1<<16)
+	oob := make([]byte, syscall.CmsgSpace(8*4))
 	first := true
 	for {
-		n, _, _, _, err := sb.conn.ReadMsgUnix(buf, nil)
+		n, oobn, _, _, err := sb.conn.ReadMsgUnix(buf, oob)
 		if err == nil && n == 0 {
 			err = errors.New("the worker exited")
 		}
 		var m message
 		if err == nil {
 			err = json.Unmarshal(buf[:n], &m)
+		}
+		if err == nil && first {
+			err = sb.takeDescriptors(oob[:oobn])
 		}
 		if err != nil {
 			if first {
@@ -181,12 +194,55 @@ func (sb *sandbox) read(ready chan<- error) {
 	}
 }
 
-// send writes one control message with descriptors attached.
-func (sb *sandbox) send(v any, files ...*os.File) error {
-	b, err := json.Marshal(v)
+// takeDescriptors keeps the descriptors of the worker's ready message:
+// /workspace, /tmp, /dev/shm, then /proc/sysvipc/{shm,sem,msg}.
+func (sb *sandbox) takeDescriptors(oob []byte) error {
+	var fds []int
+	msgs, err := syscall.ParseSocketControlMessage(oob)
 	if err != nil {
 		return err
 	}
+	for _, m := range msgs {
+		got, err := syscall.ParseUnixRights(&m)
+		if err == nil {
+			fds = append(fds, got...)
+		}
+	}
+	files := make([]*os.File, len(fds))
+	for i, fd := range fds {
+		syscall.CloseOnExec(fd)
+		files[i] = os.NewFile(uintptr(fd), "sandbox")
+	}
+	defer func() {
+		for _, f := range files[:min(3, len(files))] {
+			f.Close() // the roots hold their own descriptors
+		}
+	}()
+	if len(files) != 6 {
+		for _, f := range files[3:] {
+			f.Close()
+		}
+		return fmt.Errorf("the worker sent %d descriptors, want 6", len(files))
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(files[0].Fd()), &st); err != nil {
+		return err
+	}
+	sb.uid, sb.gid = int(st.Uid), int(st.Gid)
+	for _, f := range files[:3] {
+		r, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+		if err != nil {
+			return err
+		}
+		sb.scratch = append(sb.scratch, r)
+	}
+	sb.workspace = sb.scratch[0]
+	sb.ipc = files[3:]
+	return nil
+}
+
+// send writes one control message with descriptors attached.
+func (sb *sandbox) send(b []byte, files ...*os.File) error {
 	var oob []byte
 	if len(files) > 0 {
 		fds := make([]int, len(files))
@@ -195,7 +251,7 @@ func (sb *sandbox) send(v any, files ...*os.File) error {
 		}
 		oob = syscall.UnixRights(fds...)
 	}
-	_, _, err = sb.conn.WriteMsgUnix(b, oob, nil)
+	_, _, err := sb.conn.WriteMsgUnix(b, oob, nil)
 	return err
 }
 
@@ -217,6 +273,12 @@ func (sb *sandbox) kill(why error) {
 		go func() {
 			if sb.cg != nil {
 				sb.cg.Close()
+			}
+			for _, r := range sb.scratch {
+				r.Close()
+			}
+			for _, f := range sb.ipc {
+				f.Close()
 			}
 			_ = sb.cmd.Cleanup()
 			os.RemoveAll(sb.dir)

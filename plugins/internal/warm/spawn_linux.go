@@ -1,6 +1,7 @@
 package warm
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -70,7 +72,10 @@ type header struct {
 	Env     map[string]string `json:"env"`
 	Dir     string            `json:"dir"`
 	Rlimits [][3]uint64       `json:"rlimits"`
-	Files   []inputFile       `json:"files"`
+	// Wait says the child must wait for "G" (the host moves it into
+	// cgroups of the run's own first); a child born in the sandbox's own
+	// cgroups goes on at once.
+	Wait bool `json:"wait"`
 }
 
 // Spawn implements program.Spawner. dir holds the request's files; argv and
@@ -98,6 +103,11 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 	if err != nil {
 		return nil, err
 	}
+	// The input files go straight into the sandbox's (empty) workspace;
+	// no process of the sandbox runs until the worker forks the child.
+	if err := sb.putInputs(dir, inputs); err != nil {
+		return nil, fmt.Errorf("warm sandbox: writing the input files: %w", err)
+	}
 	// The request's limits as a cold run of it gets them.
 	spec := isolate.Spec{Spec: l.SandboxSpec(isolation.Namespace, nil)}
 	cg := runCgroups(sb, spec)
@@ -123,7 +133,7 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 	for _, r := range isolate.Rlimits(spec, cg.Memory(), cg.Pids()) {
 		h.Rlimits = append(h.Rlimits, [3]uint64{uint64(r.Resource), r.Cur, r.Max})
 	}
-	h.Files = inputs
+	h.Wait = !cg.Shared()
 	hb, err := json.Marshal(h)
 	if err != nil {
 		return nil, err
@@ -147,31 +157,27 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 	}
 	conn := fc.(*net.UnixConn)
 	id := requestSeq.Add(1)
-	err = sb.send(map[string]any{"id": id, "mode": s.pool.cfg.Mode}, stdin, stdout, stderr, theirs)
+	err = sb.send(strconv.AppendInt(nil, id, 10), stdin, stdout, stderr, theirs)
 	theirs.Close()
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("warm sandbox: %w", err)
 	}
-	go func() { // the child reads while we wait for its hello
-		if err := writeFrame(conn, hb); err != nil {
-			return
-		}
-		for _, f := range inputs {
-			if err := copyFile(conn, filepath.Join(dir, filepath.FromSlash(f.Path)), f.Size); err != nil {
-				return
-			}
-		}
-	}()
+	// The header is far below the socket's buffer: it never blocks.
+	if err := writeFrame(conn, hb); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("warm sandbox: %w", err)
+	}
 
 	hello := make(chan int, 1)
 	go func() { hello <- readHello(conn) }()
+	// Only the child holds the other end of conn: it says "H" before it
+	// runs anything, or closes conn by exiting. The worker's report is
+	// not awaited here: a child that need not wait for "G" may have run
+	// and exited already, and its report is Wait's to read.
 	var pid int
 	select {
 	case pid = <-hello:
-	case m := <-sb.msgs:
-		conn.Close()
-		return nil, fmt.Errorf("warm sandbox: the run ended before it started (%+v)", m)
 	case <-sb.dead:
 		conn.Close()
 		return nil, fmt.Errorf("warm sandbox died: %v", sb.err)
@@ -180,14 +186,16 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 		conn.Close()
 		return nil, errors.New("warm sandbox: the run did not start")
 	}
-	if err := cg.Join(pid); err != nil {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		conn.Close()
-		return nil, err
-	}
-	if _, err := conn.Write([]byte{'G'}); err != nil {
-		conn.Close()
-		return nil, err
+	if h.Wait {
+		if err := cg.Join(pid); err != nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			conn.Close()
+			return nil, err
+		}
+		if _, err := conn.Write([]byte{'G'}); err != nil {
+			conn.Close()
+			return nil, err
+		}
 	}
 	ok = true
 	started.Add(1)
@@ -233,18 +241,84 @@ func manifest(dir string) ([]inputFile, error) {
 	return out, err
 }
 
-func copyFile(w io.Writer, path string, size int64) error {
-	f, err := os.Open(path)
+// putInputs copies the request's files from the host directory dir into
+// the sandbox's workspace, with their modes and modification times (so
+// that an untouched input does not come back as modified). They are
+// created as the sandbox's user: the workspace is a tmpfs of the
+// sandbox's user namespace, where the host's root has no uid to own a
+// file by (mkdir and open fail with EOVERFLOW).
+func (sb *sandbox) putInputs(dir string, inputs []inputFile) error {
+	if len(inputs) == 0 {
+		return nil
+	}
+	// Opened as the host, before the thread takes the sandbox's identity.
+	srcs := make([]*os.File, len(inputs))
+	defer func() {
+		for _, f := range srcs {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
+	for i, f := range inputs {
+		var err error
+		if srcs[i], err = os.Open(filepath.Join(dir, filepath.FromSlash(f.Path))); err != nil {
+			return err
+		}
+	}
+	write := func() error {
+		for i, f := range inputs {
+			if err := sb.putInput(f, srcs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if os.Geteuid() == 0 && sb.uid != 0 {
+		return asOwner(sb.uid, sb.gid, write)
+	}
+	return write()
+}
+
+// putInput creates one input file in the workspace from src.
+func (sb *sandbox) putInput(f inputFile, src io.Reader) error {
+	rel := filepath.FromSlash(f.Path)
+	if d := filepath.Dir(rel); d != "." {
+		if err := sb.workspace.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	dst, err := sb.workspace.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, os.FileMode(f.Mode))
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	n, err := io.Copy(w, io.LimitReader(f, size))
-	if err == nil && n < size {
-		// Never desynchronise the stream: pad a file that shrank.
-		_, err = w.Write(make([]byte, size-n))
+	_, err = io.Copy(dst, io.LimitReader(src, f.Size))
+	if err == nil {
+		err = dst.Chmod(os.FileMode(f.Mode))
 	}
-	return err
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	t := time.Unix(0, f.Mtime)
+	return sb.workspace.Chtimes(rel, t, t)
+}
+
+// diskFull says whether the run filled its workspace (a tmpfs of the
+// run's disk cap, isolate's).
+func (sb *sandbox) diskFull() bool {
+	f, err := sb.workspace.Open(".")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var st syscall.Statfs_t
+	if syscall.Fstatfs(int(f.Fd()), &st) != nil {
+		return false
+	}
+	return st.Bavail*uint64(st.Bsize) < 64<<10 || st.Ffree == 0
 }
 
 func writeFrame(w io.Writer, b []byte) error {
@@ -255,20 +329,6 @@ func writeFrame(w io.Writer, b []byte) error {
 	}
 	_, err := w.Write(b)
 	return err
-}
-
-func readFrame(r io.Reader, limit int) ([]byte, error) {
-	var n [4]byte
-	if _, err := io.ReadFull(r, n[:]); err != nil {
-		return nil, err
-	}
-	size := int(binary.BigEndian.Uint32(n[:]))
-	if size > limit {
-		return nil, fmt.Errorf("frame of %d bytes over %d", size, limit)
-	}
-	b := make([]byte, size)
-	_, err := io.ReadFull(r, b)
-	return b, err
 }
 
 // readHello reads the child's "H" and returns its host pid, translated by
@@ -361,7 +421,7 @@ func (p *process) Wait() (isolation.Exit, error) {
 		killedBy = ending.Cancelled
 	}
 	p.mu.Unlock()
-	o := p.cg.Judge(syscall.WaitStatus(*m.Status), time.Duration(m.CPUNs), killedBy, m.Leftovers, m.DiskFull, m.MaxRSS)
+	o := p.cg.Judge(syscall.WaitStatus(*m.Status), time.Duration(m.CPUNs), killedBy, m.Leftovers, p.sb.diskFull(), m.MaxRSS)
 	ex := isolation.Exit{Code: o.ExitCode, PeakMemoryBytes: o.PeakMemoryBytes, Isolation: isolation.Namespace, EndedBy: o.Ending}
 	if o.Signal != "" {
 		ex.Signal, ex.Code = syscall.Signal(o.SignalNumber), 0
@@ -375,21 +435,15 @@ func (p *process) Wait() (isolation.Exit, error) {
 	return ex, nil
 }
 
-// files reads the working directory's listing and brings back the files
-// created or changed, as many and as large as program.Workspace.Finish
-// will keep; the others become sparse placeholders of their size, so that
-// Finish omits exactly the same files as for a cold run.
+// files lists the sandbox's workspace and brings back the files created
+// or changed, as many and as large as program.Workspace.Finish will keep;
+// the others become sparse placeholders of their size, so that Finish
+// omits exactly the same files as for a cold run. The run's processes are
+// all gone (the worker swept them), so nothing changes the workspace
+// while the host reads it.
 func (p *process) files() error {
-	_ = p.conn.SetDeadline(time.Now().Add(crashGrace))
-	b, err := readFrame(p.conn, 64<<20)
-	if err != nil {
-		_ = p.sb.send(map[string]any{"id": p.id, "finish": true, "collect": false})
-		return err
-	}
-	var list [][3]json.RawMessage
-	if err := json.Unmarshal(b, &list); err != nil {
-		_ = p.sb.send(map[string]any{"id": p.id, "finish": true, "collect": false})
-		return err
+	if !p.s.run.ReturnFiles {
+		return nil
 	}
 	before := map[string][2]int64{}
 	for _, f := range p.inputs {
@@ -400,18 +454,27 @@ func (p *process) files() error {
 		size, mtime int64
 	}
 	var cands []cand
-	for _, e := range list {
-		var c cand
-		if json.Unmarshal(e[0], &c.rel) != nil || json.Unmarshal(e[1], &c.size) != nil || json.Unmarshal(e[2], &c.mtime) != nil {
-			continue
+	const maxListed = 100000
+	err := fs.WalkDir(p.sb.workspace.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil // unreadable or not a regular file: not a produced file
 		}
+		if len(cands) >= maxListed {
+			return fs.SkipAll
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		c := cand{rel: rel, size: info.Size(), mtime: info.ModTime().UnixNano()}
 		if old, ok := before[c.rel]; ok && old == [2]int64{c.size, c.mtime} {
-			continue
+			return nil
 		}
 		cands = append(cands, c)
-	}
-	if !p.s.run.ReturnFiles || len(cands) == 0 {
-		return p.sb.send(map[string]any{"id": p.id, "finish": true, "collect": false})
+		return nil
+	})
+	if err != nil || len(cands) == 0 {
+		return err
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].rel < cands[j].rel })
 	l := p.s.run.Limits
@@ -424,33 +487,12 @@ func (p *process) files() error {
 		maxFile = program.DefaultMaxFile
 	}
 	maxBytes := maxFile * int64(maxFiles)
-	var want, skip []cand
-	var total int64
-	for _, c := range cands {
-		if len(want) >= maxFiles || c.size > maxFile || total+c.size > maxBytes {
-			skip = append(skip, c)
-			continue
-		}
-		total += c.size
-		want = append(want, c)
-	}
-	if err := p.sb.send(map[string]any{"id": p.id, "finish": true, "collect": true}); err != nil {
-		return err
-	}
-	names := make([]string, len(want))
-	for i, c := range want {
-		names[i] = c.rel
-	}
-	nb, _ := json.Marshal(names)
-	if err := writeFrame(p.conn, nb); err != nil {
-		return err
-	}
 	root, err := os.OpenRoot(p.dir)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	put := func(c cand, data []byte, size int64) error {
+	put := func(c cand, src io.Reader, size int64) error {
 		if d := filepath.Dir(c.rel); d != "." {
 			if err := root.MkdirAll(d, 0o755); err != nil {
 				return err
@@ -460,8 +502,11 @@ func (p *process) files() error {
 		if err != nil {
 			return err
 		}
-		_, err = f.Write(data)
-		if err == nil && size > int64(len(data)) {
+		var n int64
+		if src != nil {
+			n, err = io.Copy(f, io.LimitReader(src, size))
+		}
+		if err == nil && size > n {
 			err = f.Truncate(size)
 		}
 		if cerr := f.Close(); err == nil {
@@ -474,48 +519,149 @@ func (p *process) files() error {
 		return root.Chtimes(c.rel, t, t)
 	}
 	var errs []error
-	for _, c := range want {
-		data, err := readFrame(p.conn, int(maxFile))
+	var total int64
+	kept := 0
+	for _, c := range cands {
+		if kept >= maxFiles || c.size > maxFile || total+c.size > maxBytes {
+			if err := put(c, nil, c.size); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		total += c.size
+		kept++
+		src, err := p.sb.workspace.OpenFile(c.rel, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		if err == nil {
+			err = put(c, src, c.size)
+			src.Close()
+		}
 		if err != nil {
-			return err
-		}
-		if err := put(c, data, int64(len(data))); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, c := range skip {
-		if err := put(c, nil, c.size); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// release waits for the worker's reset, removes the run's cgroups (after
-// the wipe freed the tmpfs pages charged to them) and returns the sandbox
-// to the pool; a sandbox that could not be reset is discarded.
+// release wipes the sandbox's scratch directories, has the worker remove
+// SysV IPC objects if the run left any, and returns the sandbox to the
+// pool; one that cannot be reset is discarded.
 func (p *process) release() {
 	defer p.conn.Close()
-	var m message
-	select {
-	case m = <-p.sb.msgs:
-	case <-p.sb.dead:
-		_ = p.cg.Remove()
+	fail := func(err error) {
+		p.sb.kill(fmt.Errorf("the sandbox could not be reset: %w", err))
 		p.s.pool.returned(p.sb, false)
-		return
-	case <-time.After(crashGrace):
-		p.sb.kill(errors.New("no reset"))
+	}
+	if !p.sb.alive() {
 		_ = p.cg.Remove()
 		p.s.pool.returned(p.sb, false)
 		return
 	}
+	err := p.sb.wipe()
+	// Remove uncharges nothing now: the wipe freed the tmpfs pages first.
 	_ = p.cg.Remove()
-	if m.ID != p.id || m.Clean == nil || !*m.Clean {
-		p.sb.kill(fmt.Errorf("the sandbox could not be reset: %+v", m))
-		p.s.pool.returned(p.sb, false)
+	if err != nil {
+		fail(err)
 		return
+	}
+	left, err := p.sb.ipcLeft()
+	if err != nil {
+		fail(err)
+		return
+	}
+	if left {
+		if err := p.sb.send(strconv.AppendInt([]byte("ipc "), p.id, 10)); err != nil {
+			fail(err)
+			return
+		}
+		var m message
+		select {
+		case m = <-p.sb.msgs:
+		case <-p.sb.dead:
+			p.s.pool.returned(p.sb, false)
+			return
+		case <-time.After(crashGrace):
+			fail(errors.New("no answer"))
+			return
+		}
+		if m.ID != p.id || m.Clean == nil || !*m.Clean {
+			fail(fmt.Errorf("%+v", m))
+			return
+		}
 	}
 	p.s.pool.returned(p.sb, true)
+}
+
+// wipe empties /workspace, /tmp and /dev/shm and checks they are empty.
+func (sb *sandbox) wipe() error {
+	for _, r := range sb.scratch {
+		d, err := r.Open(".")
+		if err != nil {
+			return err
+		}
+		names, err := d.Readdirnames(-1)
+		d.Close()
+		if err != nil {
+			return err
+		}
+		if len(names) == 0 {
+			continue
+		}
+		for _, n := range names {
+			if r.RemoveAll(n) != nil {
+				// A directory the program made unreadable or unwritable
+				// stops RemoveAll when the host is not root.
+				unlock(r, n)
+				if err := r.RemoveAll(n); err != nil {
+					return err
+				}
+			}
+		}
+		d, err = r.Open(".")
+		if err != nil {
+			return err
+		}
+		names, err = d.Readdirnames(1)
+		d.Close()
+		if len(names) > 0 || (err != nil && err != io.EOF) {
+			return fmt.Errorf("%s still holds %v (%v)", r.Name(), names, err)
+		}
+	}
+	return nil
+}
+
+// unlock makes the directory name below r and every directory below it
+// readable, writable and searchable by its owner.
+func unlock(r *os.Root, name string) {
+	if fi, err := r.Lstat(name); err != nil || !fi.IsDir() {
+		return
+	}
+	_ = r.Chmod(name, 0o700)
+	d, err := r.Open(name)
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, n := range names {
+		unlock(r, filepath.Join(name, n))
+	}
+}
+
+// ipcLeft says whether the sandbox's ipc namespace holds SysV IPC
+// objects: each /proc/sysvipc file has a header line, then a line per
+// object.
+func (sb *sandbox) ipcLeft() (bool, error) {
+	buf := make([]byte, 4096)
+	for _, f := range sb.ipc {
+		n, err := f.ReadAt(buf, 0)
+		if err != nil && err != io.EOF {
+			return false, err
+		}
+		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 && i+1 < n {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // crashed reports a run whose sandbox died under it: ended_by crashed,

@@ -30,12 +30,25 @@
 // fork of a worker that never reads request contents (Python globals,
 // environment, modules); the worker, as the sandbox's pid 1, SIGKILLs and
 // reaps every other process of the sandbox when the child has exited
-// (double-forked and setsid daemons included); it then wipes /workspace,
-// /tmp and /dev/shm, removes every SysV IPC object, and checks that no
-// process, file or IPC object is left before the sandbox serves again (a
-// sandbox that fails the check is discarded and replaced). Abstract unix
-// sockets live in the sandbox's network namespace and die with the
-// processes that held them.
+// (double-forked and setsid daemons included) and reports; the host then
+// wipes /workspace, /tmp and /dev/shm, has the worker remove SysV IPC
+// objects if any are left, and checks that no process, file or IPC object
+// is left before the sandbox serves again (a sandbox that fails the check
+// is discarded and replaced). Abstract unix sockets live in the sandbox's
+// network namespace and die with the processes that held them.
+//
+// The worker does as little as it can per request, because every page it
+// writes after a fork is a copy-on-write fault, and those, not the fork,
+// are what a request costs (BENCHMARKS.md, "where a warm request's time
+// goes"): it blocks in recvmsg, forks, blocks in wait4 and sends a line.
+// The host does the rest through descriptors the worker sends once, at
+// start: /workspace, /tmp and /dev/shm as os.Roots (every path stays below
+// them; no process of the sandbox runs while the host uses them) and the
+// sandbox's /proc/sysvipc files. The host writes a request's input files
+// into /workspace as the sandbox's user (on threads that hold that file
+// system identity for good and run nothing else, asOwner) and lists,
+// collects and wipes what the run left; nothing crosses a host path of the
+// sandbox.
 //
 // Limits are those of a cold run, per request. Where the host has
 // cgroups, the child is born in the sandbox's own (isolate.SharedCgroups),
@@ -45,18 +58,17 @@
 // peak reset per run, so a run sees only its own limit hits and peak, and
 // the interpreter counts toward the memory limit as a cold one does (the
 // run's processes raise their OOM score, so the OOM killer takes theirs,
-// never the worker). A memory limit too small to share them (below what
-// the sandbox holds plus 8 MiB) gets the run cgroups of its own, which the
-// child joins before any of its code runs, with the pids limit lowered by
-// the two processes a cold run's tree holds besides the program. The child
-// sets the request's rlimits on itself (isolate.Rlimits), and the ending
-// is judged by the same rule as isolate.Cmd's (isolate.Cgroups.Judge), so
-// memory_limit, process_limit, cpu_limit, disk_limit, timeout and
-// output_limit read the same. The working directory is the sandbox's own
-// tmpfs (isolate's, of the size a cold run of the request would get,
-// isolate.WorkspaceBytes, so the disk cap is the same); input files and
-// produced files cross the request's own socket, never a host path of the
-// sandbox.
+// never the worker). A
+// memory limit too small to share them (below what the sandbox holds plus
+// 8 MiB) gets the run cgroups of its own, which the child joins before any
+// of its code runs, with the pids limit lowered by the two processes a
+// cold run's tree holds besides the program. The child sets the request's
+// rlimits on itself (isolate.Rlimits), and the ending is judged by the
+// same rule as isolate.Cmd's (isolate.Cgroups.Judge), so memory_limit,
+// process_limit, cpu_limit, disk_limit, timeout and output_limit read the
+// same. The working directory is the sandbox's own tmpfs (isolate's, of the
+// size a cold run of the request would get, isolate.WorkspaceBytes, so the
+// disk cap is the same).
 //
 // The worker is pid 1 (bwrap --as-pid-1, isolate.Spec.AsInit): the kernel
 // drops signals sent to a namespace's init from inside it unless it has a
@@ -83,9 +95,6 @@
 //     imported modules (PYTHONHASHSEED semantics differ from a fresh
 //     interpreter in that one respect), as with plugins/python's fork
 //     server.
-//   - The worker lists file names of the working directory and wipes them,
-//     so names (never contents) of a request's files pass through its
-//     memory.
 package warm
 
 import (

@@ -1,30 +1,34 @@
 # rlm's warm sandbox worker (internal/warm), appended to pymain.py. It runs as
 # pid 1 of a namespace sandbox built by internal/sandbox/isolate (bwrap --as-pid-1), so
 # nothing inside the sandbox can signal it, and every orphan is its child.
-# It serves one request at a time:
+# It does as little as it can per request, because every page it writes
+# after a fork is a copy-on-write fault: it forks, reaps and sweeps, and
+# the host does the rest through descriptors the worker gives it once.
 #
+#   worker -> host, first: {"ready": true} on fd 3 with descriptors of
+#     /workspace, /tmp and /dev/shm (the host lists, collects and wipes
+#     their files, and writes a request's input files, through them) and of
+#     /proc/sysvipc/{shm,sem,msg} as this sandbox's ipc namespace shows
+#     them (the host reads whether a request left SysV IPC objects).
 #   host -> worker, on fd 3 (SOCK_SEQPACKET): {"id", "mode"} with stdin,
 #     stdout, stderr and the request's own stream socket attached.
 #   worker: forks the request's child. The child reads its header (argv,
-#     env, rlimits, input files) and the files' bytes from the request
-#     socket, writes the files, says "H" there (the host learns its host
-#     pid from SCM_CREDENTIALS and moves it into the run's cgroups), waits
-#     for "G", sets its rlimits and runs the program: the file as __main__
-#     (mode "python") or an exec of argv (mode "exec").
-#   worker, when the child has been reaped: counts what it left, kills every
-#     other process of the sandbox, sends {"id", "status", "cpu_ns",
-#     "leftovers", "disk_full", "maxrss"} on fd 3 and the working
-#     directory's listing on the request socket.
-#   host -> worker: {"id", "finish", "collect"}. With collect, a forked
-#     collector reads the wanted paths from the request socket and sends
-#     their bytes back. Then the worker wipes /workspace, /tmp and /dev/shm
-#     and removes SysV IPC objects, checks that nothing is left, and sends
-#     {"id", "clean": true|false}.
+#     env, rlimits, and whether to wait) from the request socket, says "H"
+#     there (the host learns its host pid from SCM_CREDENTIALS), waits for
+#     "G" when the host must first move it into cgroups of the run's own,
+#     sets its rlimits and runs the program: the file as __main__ (mode
+#     "python") or an exec of argv (mode "exec").
+#   worker, when the child has been reaped: kills every other process of
+#     the sandbox if any is left and sends {"id", "status", "cpu_ns",
+#     "leftovers", "maxrss"} on fd 3. It is then ready for the next request.
+#   host -> worker, only when the host found SysV IPC objects left:
+#     {"id", "ipc": true}; the worker removes them and answers {"id",
+#     "clean": true|false}.
 #
-# The worker itself never reads a request's code or file contents (only
-# the child and the collector, which exit), so none of it can linger in the
-# memory the next request's child inherits. It makes itself non-dumpable,
-# so /proc/1/mem is closed to the programs it runs.
+# The worker itself never reads a request's code or file contents, so none
+# of it can linger in the memory the next request's child inherits. It
+# makes itself non-dumpable, so /proc/1/mem is closed to the programs it
+# runs.
 import ctypes
 import json
 import resource
@@ -40,7 +44,14 @@ libc = ctypes.CDLL(None, use_errno=True)
 if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
     raise SystemExit("rlm warm worker: prctl(PR_SET_DUMPABLE) failed")
 
-open_channel(1 << 16, 4)
+# The channel to the host, fd 3 (SOCK_SEQPACKET). No SIGCHLD handler and no
+# select loop: the worker blocks in recvmsg, then in wait4, so between two
+# forks it runs only the few lines of main() (see the note below).
+sock = socket.socket(fileno=3)
+os.set_inheritable(3, False)
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # the host's to send to children
+MODE = sys.argv[1]
+FDS_SPACE = socket.CMSG_SPACE(4 * 4)
 
 
 # The request socket is used through its descriptor (os.read, os.write),
@@ -73,30 +84,21 @@ def write_frame(fd, data):
     write_all(fd, struct.pack(">I", len(data)) + data)
 
 
-def child(mode, fds):
+def child(fds):
     code = 1
     try:
         os.setsid()
-        leave_channel()
+        # What a fresh interpreter has: KeyboardInterrupt on SIGINT, and
+        # none of the worker's descriptors. _signal, not signal: the
+        # latter's wrappers touch enough objects to cost dozens of
+        # copy-on-write faults in every child.
+        _signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.close(3)
         rq = fds[3]
         os.set_blocking(rq, True)
         hdr = json.loads(read_frame(rq))
-        for f in hdr["files"]:
-            path = os.path.join(WORKDIR, f["path"])
-            if "/" in f["path"]:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, f["mode"])
-            left = f["size"]
-            while left > 0:
-                b = os.read(rq, min(left, 1 << 20))
-                if not b:
-                    raise EOFError("request socket closed")
-                os.write(fd, b)
-                left -= len(b)
-            os.close(fd)
-            os.utime(path, ns=(f["mtime"], f["mtime"]), follow_symlinks=False)
         write_all(rq, b"H")
-        if read_exact(rq, 1) != b"G":
+        if hdr["wait"] and read_exact(rq, 1) != b"G":
             os._exit(1)
         os.close(rq)
         for res, cur, mx in hdr["rlimits"]:
@@ -119,7 +121,7 @@ def child(mode, fds):
             os.close(fd)
         os.chdir(hdr["dir"])
         argv, env = hdr["argv"], hdr["env"]
-        if mode == "exec":
+        if MODE == "exec":
             try:
                 os.execve(argv[0], argv, env)
             except OSError as e:
@@ -150,72 +152,6 @@ def sweep():
             time.sleep(0.001)  # a process still being reparented to us
 
 
-def disk_full():
-    st = os.statvfs(WORKDIR)  # a tmpfs of the run's disk cap (isolate)
-    return st.f_bavail * st.f_frsize < 64 << 10 or st.f_ffree == 0
-
-
-def listing(limit=100000):
-    out = []
-    stack = [""]
-    while stack and len(out) < limit:
-        rel = stack.pop()
-        try:
-            it = os.scandir(os.path.join(WORKDIR, rel))
-        except OSError:
-            continue
-        with it:
-            for e in it:
-                r = e.name if not rel else rel + "/" + e.name
-                try:
-                    if e.is_dir(follow_symlinks=False):
-                        stack.append(r)
-                    elif e.is_file(follow_symlinks=False):
-                        st = e.stat(follow_symlinks=False)
-                        out.append([r, st.st_size, st.st_mtime_ns])
-                except OSError:
-                    pass
-    return out
-
-
-def collector(rq_fd):
-    try:
-        signal.set_wakeup_fd(-1)
-        sock.close()
-        rq = rq_fd
-        os.set_blocking(rq, True)
-        for rel in json.loads(read_frame(rq)):
-            try:
-                fd = os.open(os.path.join(WORKDIR, rel), os.O_RDONLY | os.O_NOFOLLOW)
-                with os.fdopen(fd, "rb") as f:
-                    data = f.read()
-            except OSError:
-                data = b""
-            write_frame(rq, data)
-        os._exit(0)
-    except BaseException:
-        os._exit(1)
-
-
-def wipe(path, top=True):
-    ok = True
-    try:
-        entries = list(os.scandir(path))
-    except OSError:
-        return False
-    for e in entries:
-        try:
-            if e.is_dir(follow_symlinks=False):
-                os.chmod(e.path, 0o700)
-                ok = wipe(e.path, False) and ok
-                os.rmdir(e.path)
-            else:
-                os.unlink(e.path)
-        except OSError:
-            ok = False
-    return ok
-
-
 def ipc_ids(name):
     """The ids of the SysV IPC objects of one kind (shm, sem, msg) in this
     sandbox's ipc namespace; None when the kernel does not list them."""
@@ -239,76 +175,76 @@ def remove_ipc():
     return not any(ipc_ids(name) for name in ("shm", "sem", "msg"))
 
 
-cur = None  # the request being served: {"id", "pid", "rq", "collector"}
+def anyone():
+    """Whether any process but this one is left in the sandbox, zombies
+    included: kill(-1, 0) reaches them all (they share our uid), and costs
+    no objects."""
+    try:
+        os.kill(-1, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        pass
+    return True
 
 
-def reset():
-    global cur
-    ok = True
-    for d in SCRATCH:
-        ok = wipe(d) and ok
-    ok = remove_ipc() and ok
-    ok = ok and not others()
-    os.close(cur["rq"])
-    send({"id": cur["id"], "clean": ok})
-    cur = None
+def recv():
+    """One message from the host and the descriptors attached to it."""
+    fds = array.array("i")
+    msg, anc, _, _ = sock.recvmsg(64, FDS_SPACE)
+    for level, typ, data in anc:
+        if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    return msg, list(fds)
 
 
-def reaped(pid, status, ru):
-    if cur is None:
-        return
-    if pid == cur["pid"]:
-        left = len(others())
-        if left:
-            # With no other process in the sandbox there is nothing to
-            # kill, and nothing left that could start one.
-            sweep()
-        send({"id": cur["id"], "status": status, "leftovers": left, "disk_full": disk_full(),
-              "cpu_ns": int((ru.ru_utime + ru.ru_stime) * 1e9), "maxrss": ru.ru_maxrss * 1024})
+def ready():
+    """The ready message, with the descriptors the host works through."""
+    fds = [os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) for d in SCRATCH]
+    for name in ("shm", "sem", "msg"):
         try:
-            write_frame(cur["rq"], json.dumps(listing()).encode())
+            fds.append(os.open("/proc/sysvipc/" + name, os.O_RDONLY | os.O_CLOEXEC))
         except OSError:
-            pass
-    elif pid == cur.get("collector"):
-        cur["collector"] = None
-        sweep()
-        reset()
+            fds.append(os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC))
+    sock.sendmsg([b'{"ready":true}'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+    for fd in fds:
+        os.close(fd)
 
 
-def reap():
+# Every page the worker writes between two forks is a copy-on-write fault
+# (hundreds of them cost more than the fork itself), so the loop is plain:
+# messages are an id in ASCII ("ipc ID" to remove SysV IPC objects), the
+# report is formatted bytes, and orphans are reaped by the same blocking
+# wait4 that waits for the child.
+def main():
+    ready()
     while True:
-        try:
-            pid, status, ru = os.wait4(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
+        msg, fds = recv()
+        if not msg:
+            return  # the host closed its end: exit
+        if msg.startswith(b"ipc "):
+            ok = remove_ipc() and not anyone()
+            sock.send(b'{"id":%s,"clean":%s}' % (msg[4:], b"true" if ok else b"false"))
+            continue
+        if len(fds) != 4:
+            for fd in fds:
+                os.close(fd)
+            continue
+        pid = os.fork()
         if pid == 0:
-            return
-        reaped(pid, status, ru)
-
-
-def handle(req, fds):
-    global cur
-    if "finish" in req:
-        if cur is None or req["id"] != cur["id"]:
-            return
-        if req["collect"]:
-            pid = os.fork()
-            if pid == 0:
-                collector(cur["rq"])
-            cur["collector"] = pid
-        else:
-            reset()
-        return
-    if cur is not None or len(fds) != 4:
+            child(fds)
         for fd in fds:
             os.close(fd)
-        return
-    pid = os.fork()
-    if pid == 0:
-        child(req["mode"], fds)
-    for fd in fds[:3]:
-        os.close(fd)
-    cur = {"id": req["id"], "pid": pid, "rq": fds[3]}
+        while True:
+            p, status, ru = os.wait4(-1, 0)
+            if p == pid:
+                break
+        left = 0
+        if anyone():
+            left = len(others())
+            sweep()
+        sock.send(b'{"id":%s,"status":%d,"leftovers":%d,"cpu_ns":%d,"maxrss":%d}' % (
+            msg, status, left, int((ru.ru_utime + ru.ru_stime) * 1e9), ru.ru_maxrss * 1024))
 
 
-serve(reap, handle)
+main()
