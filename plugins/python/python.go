@@ -52,6 +52,11 @@ func checkVersion(t toolpath.Tool) error {
 	return nil
 }
 
+// programEnv is what a program's environment has besides program.BaseEnv:
+// bytecode caches would land in the workspace and come back as produced
+// files. The warm sandboxes' workers start with it too (warm.Config.Env).
+var programEnv = []string{"PYTHONDONTWRITEBYTECODE=1"}
+
 // Runtime describes python for core/plugin/native.
 var Runtime = &native.Runtime{
 	Name:     "python",
@@ -62,14 +67,12 @@ var Runtime = &native.Runtime{
 	Probe:    Probe,
 	Check:    checkVersion,
 	Env: func(toolpath.Tool, *program.Workspace) []string {
-		// Bytecode caches would land in the workspace and come back as
-		// produced files.
-		return []string{"PYTHONDONTWRITEBYTECODE=1"}
+		return programEnv
 	},
 	// Programs under namespace run in warm sandboxes: the worker is this
 	// interpreter, and each program the file run as __main__ in its fork.
 	Sandbox: &inproc.Sandbox{Warm: func(t toolpath.Tool) (warm.Config, bool) {
-		return warm.Config{Mode: warm.ModePython, Python: t.Exe}, true
+		return warm.Config{Mode: warm.ModePython, Python: t.Exe, Env: warm.RunEnv(programEnv...)}, true
 	}},
 	Installer:    installer,
 	InstallEnv:   useInstalled,

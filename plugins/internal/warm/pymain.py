@@ -69,15 +69,20 @@ def read_file(path):
 
 
 def run_main(argv, env):
-    """Run argv[0] as __main__ with sys.argv = argv; return the exit status."""
-    # Key by key rather than clear() and update(): the same environment in
-    # the same order, without MutableMapping's popitem and ABC checks,
-    # which touch enough objects to cost ~15 copy-on-write faults a run.
-    environ = os.environ
-    for k in list(environ):
-        del environ[k]
-    for k, v in env.items():
-        environ[k] = v
+    """Run argv[0] as __main__ with sys.argv = argv; return the exit status.
+    env None keeps the server's own environment (it is the program's)."""
+    if env is None:
+        env = os.environ
+    else:
+        # Key by key rather than clear() and update(): the same environment
+        # in the same order, without MutableMapping's popitem and ABC
+        # checks, which touch enough objects to cost ~15 copy-on-write
+        # faults a run.
+        environ = os.environ
+        for k in list(environ):
+            del environ[k]
+        for k, v in env.items():
+            environ[k] = v
     sys.dont_write_bytecode = bool(env.get("PYTHONDONTWRITEBYTECODE"))
     path = argv[0]
     sys.argv = list(argv)

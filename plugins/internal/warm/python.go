@@ -23,7 +23,7 @@ func ExecConfig(toolpath.Tool) (cfg Config, ok bool) {
 	if err != nil {
 		return Config{}, false
 	}
-	return Config{Mode: ModeExec, Python: exe, ReadOnlyPaths: []string{prefix}}, true
+	return Config{Mode: ModeExec, Python: exe, ReadOnlyPaths: []string{prefix}, Env: RunEnv()}, true
 }
 
 // FindPython resolves the python3 on PATH to the real interpreter (a

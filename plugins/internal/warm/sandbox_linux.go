@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -42,21 +43,25 @@ type sandbox struct {
 	scratch   []*os.Root
 	ipc       []*os.File
 	uid, gid  int // the workspace's owner, the sandbox's user as the host sees it
-	dead      chan struct{}
-	once      sync.Once
-	err       error
+	// env is the worker's environment: a run whose own is the same keeps it.
+	env  map[string]string
+	dead chan struct{}
+	once sync.Once
+	err  error
 }
 
 // message is what the worker sends on its control socket.
 type message struct {
-	Ready     bool   `json:"ready"`
-	ID        int64  `json:"id"`
-	Status    *int   `json:"status"`
-	Leftovers int    `json:"leftovers"`
-	CPUNs     int64  `json:"cpu_ns"`
-	MaxRSS    int64  `json:"maxrss"`
-	Clean     *bool  `json:"clean"`
-	Error     string `json:"error"`
+	Ready bool `json:"ready"`
+	// Env is the worker's environment, in its ready message.
+	Env       map[string]string `json:"env"`
+	ID        int64             `json:"id"`
+	Status    *int              `json:"status"`
+	Leftovers int               `json:"leftovers"`
+	CPUNs     int64             `json:"cpu_ns"`
+	MaxRSS    int64             `json:"maxrss"`
+	Clean     *bool             `json:"clean"`
+	Error     string            `json:"error"`
 }
 
 // dirPrefix names a sandbox's (empty) host directory, rlm-warm-PID-*: the
@@ -99,7 +104,10 @@ func startSandbox(cfg Config) (*sandbox, error) {
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "warm"), os.NewFile(uintptr(fds[1]), "worker")
 	defer theirs.Close()
-	env := append(isolate.DefaultEnv(isolate.SandboxWorkdir), "PYTHONDONTWRITEBYTECODE=1")
+	env := cfg.Env
+	if env == nil {
+		env = append(isolate.DefaultEnv(isolate.SandboxWorkdir), "PYTHONDONTWRITEBYTECODE=1")
+	}
 	cmd, err := isolate.Command(context.Background(), isolate.Spec{
 		Spec: isolation.Spec{
 			Level:         isolation.Namespace,
@@ -183,6 +191,7 @@ func (sb *sandbox) read(ready chan<- error) {
 				sb.kill(errors.New("protocol error"))
 				return
 			}
+			sb.env = m.Env
 			ready <- nil
 			continue
 		}
@@ -290,3 +299,15 @@ func (sb *sandbox) kill(why error) {
 // worker; tests kill them to prove faults are handled.
 func (sb *sandbox) Pid() int       { return sb.cmd.Pid() }
 func (sb *sandbox) WorkerPid() int { return sb.cmd.ProgramPid() }
+
+// envMap is a KEY=VALUE list as a map, the last of a repeated key winning
+// (as the process that gets the list sees it).
+func envMap(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}

@@ -101,6 +101,9 @@ import (
 	_ "embed"
 	"strconv"
 	"strings"
+
+	"github.com/rlmkit/rlm/core/plugin/program"
+	"github.com/rlmkit/rlm/internal/sandbox/isolate"
 )
 
 //go:embed pymain.py
@@ -140,9 +143,23 @@ type Config struct {
 	// default), TmpBytes /tmp and /dev/shm, as in isolate.Spec.
 	DiskBytes, TmpBytes int64
 	AllowNetwork        bool
+	// Env is the environment most runs in the sandbox have, with the
+	// sandbox's paths (RunEnv): the worker starts with it, and a run
+	// whose environment is the same keeps it instead of rebuilding it in
+	// its child (~0.15 ms of copy-on-write faults a run). Nil starts the
+	// worker with isolate.DefaultEnv; runs are right either way.
+	Env []string
+}
+
+// RunEnv is program.BaseEnv in the sandbox's working directory plus
+// extra (a runtime's own variables): what a run of that runtime has
+// unless its request adds variables, for Config.Env.
+func RunEnv(extra ...string) []string {
+	return append(program.BaseEnv(isolate.SandboxWorkdir), extra...)
 }
 
 func (c Config) key() string {
 	return strings.Join([]string{string(c.Mode), c.Python, strings.Join(c.ReadOnlyPaths, "\x00"),
-		strconv.FormatInt(c.DiskBytes, 10), strconv.FormatInt(c.TmpBytes, 10), strconv.FormatBool(c.AllowNetwork)}, "\x01")
+		strconv.FormatInt(c.DiskBytes, 10), strconv.FormatInt(c.TmpBytes, 10), strconv.FormatBool(c.AllowNetwork),
+		strings.Join(c.Env, "\x00")}, "\x01")
 }

@@ -2,6 +2,8 @@ package warm
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,9 +27,9 @@ func python(t testing.TB) (string, string) {
 }
 
 // newPool starts a pool of n sandboxes and waits until they are all up.
-func newPool(t testing.TB, mode Mode, n int, disk int64) *Pool {
+func newPool(t testing.TB, mode Mode, n int, disk int64, env ...string) *Pool {
 	exe, prefix := python(t)
-	p := NewPool(Config{Mode: mode, Python: exe, ReadOnlyPaths: []string{prefix}, DiskBytes: disk}, n)
+	p := NewPool(Config{Mode: mode, Python: exe, ReadOnlyPaths: []string{prefix}, DiskBytes: disk, Env: env}, n)
 	t.Cleanup(p.Close)
 	p.Fill()
 	for i := 0; ; i++ {
@@ -106,5 +108,84 @@ func TestExecModeRunsBash(t *testing.T) {
 	r = run(t, p, "echo after", core.Limits{})
 	if _, now := p.Sandboxes(); r.Stdout != "after\n" || len(now) != 1 || now[0] != workers[0] {
 		t.Fatalf("after kill -9 $PPID: %q %q, workers %v -> %v", r.Stdout, r.Stderr, workers, now)
+	}
+}
+
+// TestEnvironmentIsTheRequests: a run sees exactly its request's
+// environment, whether that is the worker's own (which the child then
+// keeps, the usual case) or another, and nothing of an earlier run's.
+func TestEnvironmentIsTheRequests(t *testing.T) {
+	for _, mode := range []Mode{ModePython, ModeExec} {
+		workerEnv := RunEnv()
+		if mode == ModePython {
+			workerEnv = RunEnv("PYTHONDONTWRITEBYTECODE=1")
+		}
+		p := newPool(t, mode, 1, 0, workerEnv...)
+		name, interp, code := "main.py", p.cfg.Python, "import os\nfor k in sorted(os.environ): print(k + '=' + os.environ[k])\n"
+		if mode == ModeExec {
+			name, interp, code = "main.sh", "/usr/bin/bash", "env -0 | sort -z | tr '\\0' '\\n' | grep -v '^_=\\|^SHLVL='\n"
+		}
+		envRun := func(extra ...string) (got, want string) {
+			t.Helper()
+			req := core.Program{Code: code, Limits: core.Limits{Isolation: "namespace"}}
+			ws, err := program.NewWorkspace(req, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.Remove()
+			env := append(program.BaseEnv(ws.Dir), extra...)
+			if mode == ModePython {
+				env = append(env, "PYTHONDONTWRITEBYTECODE=1")
+			}
+			res, err := program.Exec(context.Background(), program.Command{
+				Argv: []string{interp, ws.CodePath}, Dir: ws.Dir, Env: env, Limits: req.Limits,
+				Spawner: p.Spawner(context.Background(), Run{Limits: req.Limits}),
+			})
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("%v %+v", err, res)
+			}
+			m := envMap(isolate.RewritePaths(env, ws.Dir, isolate.SandboxWorkdir, true))
+			m["PWD"] = isolate.SandboxWorkdir // as bwrap sets it for a cold run
+			var lines []string
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				lines = append(lines, k+"="+m[k]+"\n")
+			}
+			return res.Stdout, strings.Join(lines, "")
+		}
+		kept := envKept.Load()
+		if got, want := envRun(); got != want {
+			t.Fatalf("%s, the worker's environment: got\n%s\nwant\n%s", mode, got, want)
+		}
+		if envKept.Load() != kept+1 {
+			t.Fatalf("%s: a run with the worker's environment did not keep it (the host sent it whole)", mode)
+		}
+		if got, want := envRun("FOO=bar", "HOME=/elsewhere", "EQ=a=b", "UNI=é✓"); got != want || !strings.Contains(got, "FOO=bar\n") {
+			t.Fatalf("%s, another environment: got\n%s\nwant\n%s", mode, got, want)
+		}
+		if got, want := envRun(); got != want || strings.Contains(got, "FOO=") {
+			t.Fatalf("%s, after another run's: got\n%s\nwant\n%s", mode, got, want)
+		}
+	}
+}
+
+// TestHeaderRefusesNUL: the header's fields are NUL-terminated, so a NUL
+// inside one would shift every field after it.
+func TestHeaderRefusesNUL(t *testing.T) {
+	for _, h := range []header{
+		{Argv: []string{"python3", "a\x00b"}},
+		{Dir: "/work\x00space"},
+		{Env: map[string]string{"A": "b\x00c"}},
+		{Env: map[string]string{"A\x00B": "c"}},
+	} {
+		if _, err := h.encode(); err == nil {
+			t.Errorf("%+v: encoded", h)
+		}
+	}
+	b, err := (&header{Argv: []string{"p", "é"}, Env: map[string]string{"B": "2", "A": "x=y"}, Dir: "/w", Rlimits: [][3]uint64{{1, 2, 3}}, Wait: true}).encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "1\x00/w\x001\x001\x002\x003\x002\x00p\x00é\x002\x00A=x=y\x00B=2\x00"; string(b) != want {
+		t.Fatalf("%q, want %q", b, want)
 	}
 }
