@@ -13,9 +13,11 @@ import (
 // one sandbox warm: the pool's size is how many are kept ready, while how
 // many run at once is the host's (rlm serve's --max-concurrent). Before,
 // the other three waited for the first to end, their wait counted as run
-// time. After they end the pool shrinks back to its size.
+// time. After they end the pool keeps them while they are used, then
+// shrinks back to its size once they have been idle for IdleKeep.
 func TestPoolSizeDoesNotBoundRuns(t *testing.T) {
 	p := newPool(t, ModePython, 1, 0)
+	p.IdleKeep = 2 * time.Second
 	const n = 4
 	// sleep takes the mark as its (long) duration: it must be a number.
 	mark := fmt.Sprintf("4242%d", os.Getpid())
@@ -40,6 +42,21 @@ func TestPoolSizeDoesNotBoundRuns(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
+	// After the runs, the sandboxes started for them go back to the pool
+	// idle (the trim waits IdleKeep before it drops one), so the next runs
+	// find them ready; before, each was killed after its run.
+	for {
+		p.mu.Lock()
+		idle := len(p.idle)
+		p.mu.Unlock()
+		if idle >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sandboxes idle after the runs: the pool dropped those started for them", idle)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	for {
 		p.mu.Lock()
 		alive, idle := len(p.all), len(p.idle)

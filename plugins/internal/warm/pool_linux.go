@@ -17,13 +17,19 @@ import (
 // Size is how many are kept warm, not a bound on runs in flight: that is
 // the host's to set (rlm serve's --max-concurrent, the daemon's slots). A
 // run that finds none idle while every one is busy gets one started for
-// it, which the pool drops after the run when it holds more than Size;
-// otherwise a server given more slots than CPUs would run only Size
-// programs at once and count the others' wait as their run time.
+// it; otherwise a server given more slots than CPUs would run only Size
+// programs at once and count the others' wait as their run time. Such a
+// sandbox stays in the pool while runs keep using it, and is dropped once
+// it has been idle for IdleKeep: dropping it after its run, as the pool
+// once did, made a server at 32 slots on 2 CPUs start and kill a sandbox
+// for nearly every run (64 req/s against 326 with them kept).
 type Pool struct {
 	cfg  Config
 	size int
 	idle chan *sandbox
+	// IdleKeep is how long a sandbox beyond Size may stay idle before
+	// the pool drops it (DefaultIdleKeep; tests shorten it).
+	IdleKeep time.Duration
 
 	mu        sync.Mutex
 	total     int  // sandboxes alive or starting
@@ -35,8 +41,18 @@ type Pool struct {
 	retryAt   time.Time
 	changed   chan struct{} // closed (and replaced) when a start fails
 	closed    bool
+	trimming  bool // trim is running
 	all       map[*sandbox]bool
 }
+
+// DefaultIdleKeep is Pool.IdleKeep unless set: long enough that a server
+// under steady load keeps what it uses, short enough that a burst's
+// sandboxes do not stay long after it.
+const DefaultIdleKeep = 30 * time.Second
+
+// maxIdle bounds the sandboxes a pool holds idle (its channel's capacity);
+// one more is dropped at once.
+const maxIdle = 1024
 
 var pools sync.Map // Config.key() → *Pool
 
@@ -67,7 +83,7 @@ func Disabled() bool { return os.Getenv("RLM_WARM") == "0" }
 // NewPool returns an empty pool of size sandboxes for cfg; Fill or the
 // second run starts them.
 func NewPool(cfg Config, size int) *Pool {
-	return &Pool{cfg: cfg, size: max(size, 1), idle: make(chan *sandbox, max(size, 1)), changed: make(chan struct{}), all: map[*sandbox]bool{}}
+	return &Pool{cfg: cfg, size: max(size, 1), idle: make(chan *sandbox, max(size, maxIdle)), IdleKeep: DefaultIdleKeep, changed: make(chan struct{}), all: map[*sandbox]bool{}}
 }
 
 // Fill starts sandboxes in the background until the pool has its size.
@@ -124,8 +140,10 @@ func (p *Pool) startOne() {
 func (p *Pool) watch(sb *sandbox) {
 	<-sb.dead
 	p.mu.Lock()
-	delete(p.all, sb)
-	p.total--
+	if p.all[sb] { // not dropped by trim, which counted it out already
+		delete(p.all, sb)
+		p.total--
+	}
 	p.fillLocked()
 	p.mu.Unlock()
 }
@@ -220,20 +238,62 @@ func (p *Pool) returned(sb *sandbox, clean bool) {
 	}
 }
 
-// put returns a clean (or new) sandbox to the pool, or drops it when the
-// pool holds more than its size and no run waits for it.
+// put returns a clean (or new) sandbox to the pool; when the pool holds
+// more than its size, trim drops those left idle too long.
 func (p *Pool) put(sb *sandbox) {
 	p.mu.Lock()
-	drop := p.closed || (p.total > p.size && p.waiting == 0)
+	closed := p.closed
+	if !closed && p.total > p.size && !p.trimming {
+		p.trimming = true
+		go p.trim()
+	}
 	p.mu.Unlock()
-	if !drop {
+	if !closed {
+		sb.idleSince = time.Now()
 		select {
 		case p.idle <- sb:
 			return
-		default: // idle holds Size already: this one is extra
+		default: // maxIdle idle already
 		}
 	}
-	sb.kill(errors.New("pool closed or over its size"))
+	sb.kill(errors.New("pool closed or full"))
+}
+
+// trim runs while the pool holds more sandboxes than its size, dropping
+// those idle for IdleKeep, longest idle first (the idle channel is in the
+// order they were put back).
+func (p *Pool) trim() {
+	for {
+		time.Sleep(max(p.IdleKeep/2, 10*time.Millisecond))
+		for {
+			p.mu.Lock()
+			if p.closed || p.total <= p.size {
+				p.trimming = false
+				p.mu.Unlock()
+				return
+			}
+			p.mu.Unlock()
+			var sb *sandbox
+			select {
+			case sb = <-p.idle:
+			default:
+			}
+			if sb == nil {
+				break // all busy
+			}
+			if sb.alive() && time.Since(sb.idleSince) < p.IdleKeep {
+				p.put(sb) // the longest idle is recent: so are the others
+				break
+			}
+			p.mu.Lock()
+			if p.all[sb] {
+				delete(p.all, sb)
+				p.total--
+			}
+			p.mu.Unlock()
+			sb.kill(errors.New("idle beyond the pool's size"))
+		}
+	}
 }
 
 // Close kills every sandbox of the pool and waits until they are gone.

@@ -43,11 +43,14 @@ type sandbox struct {
 	scratch   []*os.Root
 	ipc       []*os.File
 	uid, gid  int // the workspace's owner, the sandbox's user as the host sees it
-	// env is the worker's environment: a run whose own is the same keeps it.
-	env  map[string]string
-	dead chan struct{}
-	once sync.Once
-	err  error
+	// env is the worker's environment, as its ready message reports it:
+	// a run whose own is the same keeps it.
+	env map[string]string
+	// idleSince is when the pool last put it back (Pool.trim reads it).
+	idleSince time.Time
+	dead      chan struct{}
+	once      sync.Once
+	err       error
 }
 
 // message is what the worker sends on its control socket.
