@@ -282,7 +282,13 @@ func (p *Pool) trim() {
 				break // all busy
 			}
 			if sb.alive() && time.Since(sb.idleSince) < p.IdleKeep {
-				p.put(sb) // the longest idle is recent: so are the others
+				// The longest idle is recent, so are the others: back it
+				// goes, its idle time kept (put would restart it).
+				select {
+				case p.idle <- sb:
+				default:
+					sb.kill(errors.New("pool full"))
+				}
 				break
 			}
 			p.mu.Lock()
