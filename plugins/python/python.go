@@ -57,6 +57,10 @@ func checkVersion(t toolpath.Tool) error {
 // files. The warm sandboxes' workers start with it too (warm.Config.Env).
 var programEnv = []string{"PYTHONDONTWRITEBYTECODE=1"}
 
+// warmEnv is the warm workers' environment, built once rather than for
+// every run that asks for its pool.
+var warmEnv = warm.RunEnv(programEnv...)
+
 // Runtime describes python for core/plugin/native.
 var Runtime = &native.Runtime{
 	Name:     "python",
@@ -72,7 +76,7 @@ var Runtime = &native.Runtime{
 	// Programs under namespace run in warm sandboxes: the worker is this
 	// interpreter, and each program the file run as __main__ in its fork.
 	Sandbox: &inproc.Sandbox{Warm: func(t toolpath.Tool) (warm.Config, bool) {
-		return warm.Config{Mode: warm.ModePython, Python: t.Exe, Env: warm.RunEnv(programEnv...)}, true
+		return warm.Config{Mode: warm.ModePython, Python: t.Exe, Env: warmEnv}, true
 	}},
 	Installer:    installer,
 	InstallEnv:   useInstalled,

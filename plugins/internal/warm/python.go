@@ -8,6 +8,9 @@ import (
 	"github.com/rlmkit/rlm/core/plugin/toolpath"
 )
 
+// execEnv is the environment ModeExec's workers start with (Config.Env).
+var execEnv = RunEnv()
+
 var (
 	pyOnce          sync.Once
 	pyExe, pyPrefix string
@@ -23,7 +26,7 @@ func ExecConfig(toolpath.Tool) (cfg Config, ok bool) {
 	if err != nil {
 		return Config{}, false
 	}
-	return Config{Mode: ModeExec, Python: exe, ReadOnlyPaths: []string{prefix}, Env: RunEnv()}, true
+	return Config{Mode: ModeExec, Python: exe, ReadOnlyPaths: []string{prefix}, Env: execEnv}, true
 }
 
 // FindPython resolves the python3 on PATH to the real interpreter (a

@@ -134,10 +134,7 @@ func (h *header) encode() ([]byte, error) {
 	}
 	keys := slices.Sorted(maps.Keys(h.Env))
 	num(uint64(len(keys)))
-	for _, k := range keys {
-		if strings.IndexByte(k, '=') >= 0 {
-			return nil, fmt.Errorf("environment variable name %q holds '='", k)
-		}
+	for _, k := range keys { // no name holds '=': envMap split at the first
 		if err := field(k + "=" + h.Env[k]); err != nil {
 			return nil, err
 		}
