@@ -1,7 +1,7 @@
 package isolate
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -348,45 +348,56 @@ func (rc *runCgroups) paths() []string {
 
 // stats reads OOM kills, pids-limit hits and the memory high-water mark.
 func (rc *runCgroups) stats() (oomKills, pidsMax, peak int64) {
+	return rc.statsWith(readFile)
+}
+
+// statsWith is stats reading each file with read (nil when unreadable):
+// os.ReadFile for a run's own cgroups, descriptors kept open for a warm
+// sandbox's (sharedState.read).
+func (rc *runCgroups) statsWith(read func(path string) []byte) (oomKills, pidsMax, peak int64) {
 	if rc.mem != nil {
 		if rc.mem.version == 1 {
-			oomKills = keyedValue(filepath.Join(rc.mem.path, "memory.oom_control"), "oom_kill")
-			peak = fileInt(filepath.Join(rc.mem.path, "memory.max_usage_in_bytes"))
+			oomKills = keyedValue(read(filepath.Join(rc.mem.path, "memory.oom_control")), "oom_kill")
+			peak = parseInt(read(filepath.Join(rc.mem.path, "memory.max_usage_in_bytes")))
 		} else {
-			oomKills = keyedValue(filepath.Join(rc.mem.path, "memory.events"), "oom_kill")
-			peak = fileInt(filepath.Join(rc.mem.path, "memory.peak"))
+			oomKills = keyedValue(read(filepath.Join(rc.mem.path, "memory.events")), "oom_kill")
+			peak = parseInt(read(filepath.Join(rc.mem.path, "memory.peak")))
 		}
 	}
 	if rc.pids != nil {
-		pidsMax = keyedValue(filepath.Join(rc.pids.path, "pids.events"), "max")
+		pidsMax = keyedValue(read(filepath.Join(rc.pids.path, "pids.events")), "max")
 	}
 	return
 }
 
-func keyedValue(file, key string) int64 {
-	f, err := os.Open(file)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 2 && fields[0] == key {
-			n, _ := strconv.ParseInt(fields[1], 10, 64)
-			return n
+func readFile(path string) []byte {
+	b, _ := os.ReadFile(path)
+	return b
+}
+
+// keyedValue is the number after key in a cgroup's "key value" lines.
+func keyedValue(b []byte, key string) int64 {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if f := bytes.Fields(line); len(f) == 2 && string(f[0]) == key {
+			return parseInt(f[1])
 		}
 	}
 	return 0
 }
 
-func fileInt(file string) int64 {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+func parseInt(b []byte) int64 {
+	n, _ := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
 	return n
+}
+
+func fileInt(file string) int64 {
+	return parseInt(readFile(file))
 }
 
 // remove kills what is left and removes the cgroup directories. rmdir can

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 )
 
@@ -50,6 +51,63 @@ type sharedState struct {
 	basePidsMax int64    //
 	peakFile    *os.File // v2 memory.peak, reset through this descriptor
 	peakReset   bool     // the high-water mark was reset at Begin
+
+	// The counters' files, opened once and read with pread: a run reads
+	// them at Begin and at Judge, and opening cgroupfs files through os
+	// (open, two fcntls, an epoll registration and its removal, close)
+	// cost a warm run more than its cgroups' work itself.
+	fdsMu sync.Mutex
+	fds   map[string]int // path -> descriptor; nil once closed
+}
+
+// read is path's contents through a descriptor kept open (nil when it
+// cannot be read). Safe against a concurrent Close.
+func (sh *sharedState) read(path string) []byte {
+	var buf [512]byte // the counters' files are a few lines
+	n := 0
+	err := sh.withFD(path, syscall.O_RDONLY, func(fd int) (err error) {
+		n, err = syscall.Pread(fd, buf[:], 0)
+		return err
+	})
+	if err != nil || n <= 0 {
+		return nil
+	}
+	return bytes.Clone(buf[:n])
+}
+
+// write writes value to path through a descriptor kept open.
+func (sh *sharedState) write(path, value string) error {
+	err := sh.withFD(path, syscall.O_WRONLY, func(fd int) error {
+		_, err := syscall.Pwrite(fd, []byte(value), 0)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("write %s to %s: %w", value, path, err)
+	}
+	return nil
+}
+
+// withFD calls f with the descriptor of path opened with mode (O_RDONLY
+// or O_WRONLY), opening it the first time.
+func (sh *sharedState) withFD(path string, mode int, f func(fd int) error) error {
+	sh.fdsMu.Lock()
+	defer sh.fdsMu.Unlock()
+	if sh.fds == nil {
+		return os.ErrClosed
+	}
+	key := path
+	if mode != syscall.O_RDONLY {
+		key += "\x00w"
+	}
+	fd, ok := sh.fds[key]
+	if !ok {
+		var err error
+		if fd, err = syscall.Open(path, mode|syscall.O_CLOEXEC, 0); err != nil {
+			return err
+		}
+		sh.fds[key] = fd
+	}
+	return f(fd)
 }
 
 // SharedCgroups returns Cgroups over the Cmd's own cgroups, for runs whose
@@ -66,7 +124,7 @@ func (c *Cmd) SharedCgroups() *Cgroups {
 	if init <= 0 {
 		return nil // its pid 1 is not known yet, so Kill could not spare it
 	}
-	return &Cgroups{rc: c.cg, shared: &sharedState{keep: []int{c.Pid(), init}, memLimit: -1, pidsLimit: -1}}
+	return &Cgroups{rc: c.cg, shared: &sharedState{keep: []int{c.Pid(), init}, memLimit: -1, pidsLimit: -1, fds: map[string]int{}}}
 }
 
 // Begin prepares shared cgroups for the next run under spec's memory and
@@ -115,7 +173,7 @@ func (g *Cgroups) Begin(spec Spec) error {
 	if g.rc.pids != nil && spec.MaxProcesses > 0 {
 		g.enforced = append(g.enforced, "pids=cgroup-v"+strconv.Itoa(g.rc.pids.version))
 	}
-	sh.baseOOM, sh.basePidsMax, _ = g.rc.stats()
+	sh.baseOOM, sh.basePidsMax, _ = g.rc.statsWith(sh.read)
 	sh.peakReset = g.resetPeak()
 	return nil
 }
@@ -184,10 +242,10 @@ func (g *Cgroups) resetPeak() bool {
 	if mem == nil {
 		return false
 	}
-	if mem.version == 1 {
-		return mem.write("memory.max_usage_in_bytes", "0") == nil
-	}
 	sh := g.shared
+	if mem.version == 1 {
+		return sh.write(filepath.Join(mem.path, "memory.max_usage_in_bytes"), "0") == nil
+	}
 	if sh.peakFile == nil {
 		f, err := os.OpenFile(filepath.Join(mem.path, "memory.peak"), os.O_RDWR, 0)
 		if err != nil {
@@ -203,7 +261,7 @@ func (g *Cgroups) resetPeak() bool {
 // Begin, and the peak since its reset (0 when it could not be reset).
 func (g *Cgroups) sharedStats() (oomKills, pidsMax, peak int64) {
 	sh := g.shared
-	oom, pm, p := g.rc.stats()
+	oom, pm, p := g.rc.statsWith(sh.read)
 	oomKills, pidsMax = oom-sh.baseOOM, pm-sh.basePidsMax
 	switch {
 	case !sh.peakReset:
@@ -218,12 +276,23 @@ func (g *Cgroups) sharedStats() (oomKills, pidsMax, peak int64) {
 	return
 }
 
-// Close releases what shared cgroups hold open (v2's memory.peak); the
-// sandbox calls it when it ends. Other Cgroups have nothing to release.
+// Close releases what shared cgroups hold open (the counters' files,
+// v2's memory.peak); the sandbox calls it when it ends. Other Cgroups have
+// nothing to release.
 func (g *Cgroups) Close() {
-	if g.shared != nil && g.shared.peakFile != nil {
-		g.shared.peakFile.Close()
-		g.shared.peakFile = nil
+	sh := g.shared
+	if sh == nil {
+		return
+	}
+	sh.fdsMu.Lock()
+	for _, fd := range sh.fds {
+		syscall.Close(fd)
+	}
+	sh.fds = nil
+	sh.fdsMu.Unlock()
+	if sh.peakFile != nil {
+		sh.peakFile.Close()
+		sh.peakFile = nil
 	}
 }
 
