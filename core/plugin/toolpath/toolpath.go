@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Tool is a resolved runtime executable.
@@ -46,14 +47,69 @@ func (e *NotFoundError) Error() string { return fmt.Sprintf("'%s' not found in P
 var (
 	mu  sync.Mutex
 	mem = map[string]Tool{}
+	// recent holds Resolve's answers for a moment: looking a tool up
+	// again (PATH's directories, a stat, the key's hash, the working
+	// directory for a shim) is ~30 system calls, a tenth of what a warm
+	// run's plugin does in all.
+	recent Memo[Tool]
 )
+
+// recheckAfter bounds how long a tool installed, upgraded or switched
+// (pyenv) while a plugin serves goes unseen. A variable for tests.
+var recheckAfter = time.Second
+
+// Memo remembers answers derived from a tool and the file system for a
+// moment (a second): what a warm run would otherwise look up again on
+// every run, at the price of seeing a change a second late at most.
+// The zero Memo is ready to use.
+type Memo[T any] struct {
+	mu sync.Mutex
+	m  map[string]memoEntry[T]
+}
+
+type memoEntry[T any] struct {
+	v  T
+	at time.Time
+}
+
+// Get returns key's answer from the last moment, or computes it. An
+// error is never remembered.
+func (m *Memo[T]) Get(key string, compute func() (T, error)) (T, error) {
+	m.mu.Lock()
+	e, ok := m.m[key]
+	m.mu.Unlock()
+	if ok && time.Since(e.at) < recheckAfter {
+		return e.v, nil
+	}
+	v, err := compute()
+	if err != nil {
+		return v, err
+	}
+	m.mu.Lock()
+	if m.m == nil {
+		m.m = map[string]memoEntry[T]{}
+	}
+	m.m[key] = memoEntry[T]{v, time.Now()}
+	m.mu.Unlock()
+	return v, nil
+}
 
 // versionManagerEnv changes which interpreter a shim runs.
 var versionManagerEnv = []string{"PYENV_VERSION", "PYENV_ROOT", "NODENV_VERSION", "NVM_BIN", "GOTOOLCHAIN", "GOROOT"}
 
 // Resolve finds name on PATH and returns its probed facts, from the cache
-// when the executable has not changed.
+// when the executable has not changed. An answer is reused without
+// looking again for recheckAfter (a second), as long as PATH and the
+// version managers' variables are the same.
 func Resolve(name string, probe Probe) (Tool, error) {
+	rkey := name + "\x00" + os.Getenv("PATH")
+	for _, k := range versionManagerEnv {
+		rkey += "\x00" + os.Getenv(k)
+	}
+	return recent.Get(rkey, func() (Tool, error) { return resolve(name, probe) })
+}
+
+func resolve(name string, probe Probe) (Tool, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
 		return Tool{}, &NotFoundError{Name: name}
