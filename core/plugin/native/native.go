@@ -8,6 +8,7 @@ package native
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -159,6 +160,9 @@ func (s *Server) Run(ctx context.Context, req core.Program) (*core.Result, error
 	if err := s.sandbox().Available(level); err != nil {
 		return nil, plugin.Unavailable(fmt.Errorf("isolation %s: %w", level, err))
 	}
+	if res, ok, err := s.runStaged(ctx, t, req, level); ok {
+		return res, err
+	}
 	ws, err := program.NewWorkspace(req, s.RT.CodeFile)
 	if err != nil {
 		return nil, plugin.Invalid(err)
@@ -221,10 +225,7 @@ func (s *Server) Run(ctx context.Context, req core.Program) (*core.Result, error
 		compiled = c
 		ro = append(ro, artifact)
 	}
-	argv := ToolArgv(t, ws, req)
-	if s.RT.Argv != nil {
-		argv = s.RT.Argv(t, ws, req)
-	}
+	argv := s.argv(t, ws, req)
 	var sp program.Spawner
 	switch {
 	case level != isolation.None:
@@ -259,6 +260,62 @@ func (s *Server) Run(ctx context.Context, req core.Program) (*core.Result, error
 	res.Compile = compiled
 	ws.Finish(res)
 	return res, nil
+}
+
+// runStaged runs req in a workspace staged inside a warm sandbox
+// (program.StagedWorkspace, Stager) when the run needs nothing of the
+// host's: no input files, no context file, no requirements, no build
+// step. ok false leaves the run to Run's host workspace, nothing of it
+// started.
+func (s *Server) runStaged(ctx context.Context, t toolpath.Tool, req core.Program, level isolation.Level) (res *core.Result, ok bool, err error) {
+	st, can := s.sandbox().(Stager)
+	if !can || level != isolation.Namespace || len(req.Files) > 0 || req.Context != nil ||
+		len(install.Normalize(req.Requirements)) > 0 || s.RT.Prepare != nil || s.RT.Compile != nil {
+		return nil, false, nil
+	}
+	ws := program.StagedWorkspace(req, s.RT.CodeFile, st.StagedDir())
+	env := program.BaseEnv(ws.Dir)
+	if s.RT.Env != nil {
+		env = append(env, s.RT.Env(t, ws)...)
+	}
+	env, err = program.Environ(env, req.Env)
+	if err != nil {
+		return nil, true, plugin.Invalid(err)
+	}
+	sp := st.StagedSpawner(ctx, SandboxRun{
+		Spec:        req.Limits.SandboxSpec(level, ReadOnlyPaths(t)),
+		Tool:        t,
+		Limits:      req.Limits,
+		ReturnFiles: req.ReturnFiles,
+		Shared:      true,
+	}, ws)
+	if sp == nil {
+		return nil, false, nil
+	}
+	res, err = program.Exec(ctx, program.Command{
+		Argv:    s.argv(t, ws, req),
+		Dir:     ws.Dir,
+		Env:     env,
+		Stdin:   req.Stdin,
+		Limits:  req.Limits,
+		Spawner: sp,
+	})
+	if errors.Is(err, program.ErrNotStarted) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	ws.Finish(res)
+	return res, true, nil
+}
+
+// argv is the runtime's command line for the program in ws.
+func (s *Server) argv(t toolpath.Tool, ws *program.Workspace, req core.Program) []string {
+	if s.RT.Argv != nil {
+		return s.RT.Argv(t, ws, req)
+	}
+	return ToolArgv(t, ws, req)
 }
 
 // Build is what a Runtime's Compile is given: the program, its workspace

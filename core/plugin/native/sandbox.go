@@ -24,6 +24,19 @@ type Sandbox interface {
 	Spawner(ctx context.Context, r SandboxRun) program.Spawner
 }
 
+// Stager is a Sandbox that can run a program in a workspace that exists
+// only inside its sandbox (program.StagedWorkspace): a warm sandbox's own
+// working directory, so that the run costs no directory on the host.
+type Stager interface {
+	// StagedDir is the working directory as a staged program sees it.
+	StagedDir() string
+	// StagedSpawner returns a Spawner that writes ws's code file into the
+	// sandbox's working directory and starts the program there, or nil
+	// when no such sandbox can serve r. Its Spawn fails with
+	// program.ErrNotStarted when the sandbox cannot be had after all.
+	StagedSpawner(ctx context.Context, r SandboxRun, ws *program.Workspace) program.Spawner
+}
+
 // SandboxRun is what a Sandbox is told about one run.
 type SandboxRun struct {
 	// Spec is the sandbox the run asks for (core.Limits.SandboxSpec);

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -58,6 +59,49 @@ type Workspace struct {
 	codeName string
 	before   snapshot
 	prog     core.Program
+	staged   bool // nothing of it is on the host (StagedWorkspace)
+	// What a staged run produced (CollectStaged), for Finish.
+	files   []core.File
+	omitted bool
+}
+
+// ErrNotStarted, wrapped in a Spawner's error, says that nothing of the
+// program was started, so the caller may start it by other means (a
+// staged run whose sandbox could not be had, on a host workspace).
+var ErrNotStarted = errors.New("the program was not started")
+
+// StagedWorkspace is a workspace that exists only inside the sandbox that
+// runs the program: Dir is the directory as the program sees it there,
+// nothing is created on the host, and the spawner writes the code file
+// (Code) into the sandbox's own directory and reads the produced files
+// back from it (CollectStaged). For a program with no other files: the
+// common run of a warm sandbox, which then costs no directory made,
+// written, listed three times and removed on the host's disk.
+func StagedWorkspace(p core.Program, codeName, dir string) *Workspace {
+	return &Workspace{Dir: dir, CodePath: path.Join(dir, codeName), codeName: codeName, prog: p, staged: true}
+}
+
+// CollectStaged records the files a staged run created or changed, when
+// the request asked for them, read from root (the sandbox's working
+// directory) exactly as Finish reads a host workspace: the sandbox calls
+// it once the run's processes are gone and before it wipes the directory.
+func (w *Workspace) CollectStaged(root *os.Root) {
+	if !w.staged || !w.prog.ReturnFiles {
+		return
+	}
+	read := func(rel string, max int64) ([]byte, error) {
+		f, err := root.OpenFile(rel, os.O_RDONLY|noFollow, 0)
+		if err != nil {
+			return nil, err
+		}
+		return readAtMost(f, max)
+	}
+	w.files, w.omitted = producedIn(root.FS(), read, nil, map[string]bool{w.codeName: true}, w.prog.Limits)
+}
+
+// Code is the code file's name in Dir and its contents.
+func (w *Workspace) Code() (name string, data []byte) {
+	return w.codeName, []byte(w.prog.Code)
 }
 
 // NewWorkspace creates a private directory holding the program's files and
@@ -81,8 +125,12 @@ func NewWorkspace(p core.Program, codeName string) (*Workspace, error) {
 	return w, nil
 }
 
-// Remove deletes the working directory and everything in it.
+// Remove deletes the working directory and everything in it; a staged
+// workspace's is the sandbox's to remove.
 func (w *Workspace) Remove() {
+	if w.staged {
+		return
+	}
 	_ = os.RemoveAll(w.Dir)
 }
 
@@ -91,6 +139,10 @@ func (w *Workspace) Remove() {
 func (w *Workspace) Finish(res *core.Result) {
 	defer w.Remove()
 	if !w.prog.ReturnFiles {
+		return
+	}
+	if w.staged {
+		res.Files, res.FilesOmitted = w.files, w.omitted
 		return
 	}
 	res.Files, res.FilesOmitted = produced(w.Dir, w.before, map[string]bool{w.codeName: true}, w.prog.Limits)

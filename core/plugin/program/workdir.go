@@ -117,8 +117,16 @@ func (s Snapshot) Produced(dir string, l core.Limits) (files []core.File, omitte
 	return produced(dir, s.files, nil, l)
 }
 
-// produced is collect within l's bounds.
+// produced is collect within l's bounds, of the host's directory dir.
 func produced(dir string, before snapshot, skip map[string]bool, l core.Limits) ([]core.File, bool) {
+	return producedIn(os.DirFS(dir), func(rel string, max int64) ([]byte, error) {
+		return readNoFollow(filepath.Join(dir, filepath.FromSlash(rel)), max)
+	}, before, skip, l)
+}
+
+// producedIn is collect within l's bounds, of the directory fsys lists and
+// read reads (never following a symlink).
+func producedIn(fsys fs.FS, read func(rel string, max int64) ([]byte, error), before snapshot, skip map[string]bool, l core.Limits) ([]core.File, bool) {
 	maxFiles := int(l.MaxFiles)
 	if maxFiles <= 0 {
 		maxFiles = DefaultMaxFiles
@@ -127,26 +135,24 @@ func produced(dir string, before snapshot, skip map[string]bool, l core.Limits) 
 	if maxFile <= 0 {
 		maxFile = DefaultMaxFile
 	}
-	return collect(dir, before, skip, maxFiles, maxFile, maxFile*int64(maxFiles))
+	return collect(fsys, read, before, skip, maxFiles, maxFile, maxFile*int64(maxFiles))
 }
 
-// Collect returns the regular files in dir created or changed since before,
-// skipping the names in skip. Symlinks are never followed or returned. At
-// most maxFiles files and maxBytes bytes in all come back, each file at most
-// maxFile bytes; the rest sets omitted.
-func collect(dir string, before snapshot, skip map[string]bool, maxFiles int, maxFile, maxBytes int64) (files []core.File, omitted bool) {
+// Collect returns the regular files in fsys created or changed since
+// before, skipping the names in skip. Symlinks are never followed or
+// returned. At most maxFiles files and maxBytes bytes in all come back,
+// each file at most maxFile bytes; the rest sets omitted.
+func collect(fsys fs.FS, read func(rel string, max int64) ([]byte, error), before snapshot, skip map[string]bool, maxFiles int, maxFile, maxBytes int64) (files []core.File, omitted bool) {
 	type cand struct {
 		rel    string
 		size   int64
 		change string
 	}
 	var cands []cand
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	_ = fs.WalkDir(fsys, ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return nil
 		}
-		rel, _ := filepath.Rel(dir, p)
-		rel = filepath.ToSlash(rel)
 		if skip[rel] {
 			return nil
 		}
@@ -170,7 +176,7 @@ func collect(dir string, before snapshot, skip map[string]bool, maxFiles int, ma
 			omitted = true
 			continue
 		}
-		data, err := readNoFollow(filepath.Join(dir, filepath.FromSlash(c.rel)), maxFile)
+		data, err := read(c.rel, maxFile)
 		if err != nil {
 			omitted = true
 			continue
@@ -186,6 +192,11 @@ func readNoFollow(p string, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readAtMost(f, max)
+}
+
+// readAtMost reads f whole, closing it, unless it holds more than max bytes.
+func readAtMost(f *os.File, max int64) ([]byte, error) {
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {

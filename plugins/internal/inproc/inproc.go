@@ -39,11 +39,23 @@ func (*Sandbox) Available(level isolation.Level) error { return isolate.Availabl
 func (sb *Sandbox) Spawner(ctx context.Context, r native.SandboxRun) program.Spawner {
 	var cold program.Spawner = &spawner{ctx: ctx, spec: r.Spec}
 	if r.Shared {
-		if w := sb.warmSpawner(ctx, r, cold); w != nil {
+		if w := sb.warmSpawner(ctx, r, warm.Run{Limits: r.Limits, ReturnFiles: r.ReturnFiles, Fallback: cold}); w != nil {
 			return w
 		}
 	}
 	return cold
+}
+
+// StagedDir implements native.Stager: a warm sandbox's working directory.
+func (*Sandbox) StagedDir() string { return isolate.SandboxWorkdir }
+
+// StagedSpawner implements native.Stager with a warm sandbox, which gets
+// the code file from ws; nil when no warm sandbox can serve r.
+func (sb *Sandbox) StagedSpawner(ctx context.Context, r native.SandboxRun, ws *program.Workspace) program.Spawner {
+	if !r.Shared {
+		return nil
+	}
+	return sb.warmSpawner(ctx, r, warm.Run{Limits: r.Limits, ReturnFiles: r.ReturnFiles, Staged: ws})
 }
 
 // warmSpawner returns a spawner that runs the program in a warm sandbox
@@ -52,7 +64,7 @@ func (sb *Sandbox) Spawner(ctx context.Context, r native.SandboxRun) program.Spa
 // runs whose sandbox needs nothing particular to them (installed
 // requirements or a context file would each need a sandbox of their own;
 // the runtime's Warm says whether its program is visible in the shared one).
-func (sb *Sandbox) warmSpawner(ctx context.Context, r native.SandboxRun, cold program.Spawner) program.Spawner {
+func (sb *Sandbox) warmSpawner(ctx context.Context, r native.SandboxRun, run warm.Run) program.Spawner {
 	if r.Spec.Level != isolation.Namespace || sb.Warm == nil || warm.Disabled() {
 		return nil
 	}
@@ -69,7 +81,7 @@ func (sb *Sandbox) warmSpawner(ctx context.Context, r native.SandboxRun, cold pr
 	if !pool.Ready() {
 		return nil
 	}
-	return pool.Spawner(ctx, warm.Run{Limits: r.Limits, ReturnFiles: r.ReturnFiles, Fallback: cold})
+	return pool.Spawner(ctx, run)
 }
 
 // spawner starts programs through internal/sandbox/isolate, a sandbox per run.

@@ -68,9 +68,10 @@ def read_file(path):
         os.close(fd)
 
 
-def run_main(argv, env):
+def run_main(argv, env, source=None):
     """Run argv[0] as __main__ with sys.argv = argv; return the exit status.
-    env None keeps the server's own environment (it is the program's)."""
+    env None keeps the server's own environment (it is the program's);
+    source, when given, is the file's contents, already in memory."""
     if env is None:
         env = os.environ
     else:
@@ -97,7 +98,8 @@ def run_main(argv, env):
     main.__builtins__ = builtins
     main.__cached__ = None
     sys.modules["__main__"] = main
-    source = read_file(path)
+    if source is None:
+        source = read_file(path)
     compiled = compile(source, path, "exec", dont_inherit=True)
     code = 1
     try:

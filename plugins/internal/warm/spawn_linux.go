@@ -35,8 +35,16 @@ type Run struct {
 	// cross back from the sandbox.
 	ReturnFiles bool
 	// Fallback starts the program when no warm sandbox can be had (the
-	// pool cannot start one here): a cold sandbox of the same level.
+	// pool cannot start one here): a cold sandbox of the same level. Nil
+	// makes Spawn fail with program.ErrNotStarted instead.
 	Fallback program.Spawner
+	// Staged is the run's workspace when it exists only in the sandbox
+	// (program.StagedWorkspace): its code file is the run's one input,
+	// sent with the header and written by the run's child (no host thread
+	// takes the sandbox's identity for it), and the files the run produced
+	// go back to it (CollectStaged); the directory Spawn is given is the
+	// sandbox's.
+	Staged *program.Workspace
 }
 
 // Spawner returns a program.Spawner that runs one program in one of the
@@ -85,6 +93,9 @@ type header struct {
 	Env     map[string]string
 	KeepEnv bool
 	Dir     string
+	// Staged names the code file the child writes into Dir from the frame
+	// after the header (a staged run's, Run.Staged); "" for none.
+	Staged  string
 	Rlimits [][3]uint64
 	// Wait says the child must wait for "G" (the host moves it into
 	// cgroups of the run's own first); a child born in the sandbox's own
@@ -93,8 +104,9 @@ type header struct {
 }
 
 // encode writes h as the worker's child parses it (worker.py's
-// read_header): wait ("1" or "0"), dir, the number of rlimits and three
-// numbers each, the number of arguments and the arguments, then "-" for
+// read_header): wait ("1" or "0"), dir, the staged file's name (or ""),
+// the number of rlimits and three numbers each, the number of arguments
+// and the arguments, then "-" for
 // the worker's own environment or the number of variables and KEY=VALUE
 // each, every field followed by a NUL. No field can hold a NUL: argv and
 // the environment come from exec-able strings, checked again here.
@@ -114,6 +126,12 @@ func (h *header) encode() ([]byte, error) {
 		b = append(b, '0', 0)
 	}
 	if err := field(h.Dir); err != nil {
+		return nil, err
+	}
+	if strings.Contains(h.Staged, "/") {
+		return nil, fmt.Errorf("staged file %q is not a name", h.Staged)
+	}
+	if err := field(h.Staged); err != nil {
 		return nil, err
 	}
 	num(uint64(len(h.Rlimits)))
@@ -147,7 +165,10 @@ func (h *header) encode() ([]byte, error) {
 func (s *spawner) Spawn(argv []string, dir string, env []string, stdin, stdout, stderr *os.File) (program.Process, error) {
 	sb, err := s.pool.get(s.ctx)
 	if err != nil {
-		if errors.Is(err, errBroken) && s.run.Fallback != nil {
+		if errors.Is(err, errBroken) {
+			if s.run.Fallback == nil {
+				return nil, fmt.Errorf("%w: %w", program.ErrNotStarted, err)
+			}
 			return s.run.Fallback.Spawn(argv, dir, env, stdin, stdout, stderr)
 		}
 		return nil, err
@@ -163,14 +184,22 @@ func (s *spawner) Spawn(argv []string, dir string, env []string, stdin, stdout, 
 
 func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, stdin, stdout, stderr *os.File) (*process, error) {
 	l := s.run.Limits
-	inputs, err := manifest(dir)
-	if err != nil {
-		return nil, err
-	}
-	// The input files go straight into the sandbox's (empty) workspace;
-	// no process of the sandbox runs until the worker forks the child.
-	if err := sb.putInputs(dir, inputs); err != nil {
-		return nil, fmt.Errorf("warm sandbox: writing the input files: %w", err)
+	var inputs []inputFile
+	var staged []byte // a staged run's code file, which its child writes
+	h := header{Dir: isolate.SandboxWorkdir}
+	if ws := s.run.Staged; ws != nil {
+		h.Staged, staged = ws.Code()
+	} else {
+		var err error
+		if inputs, err = manifest(dir); err != nil {
+			return nil, err
+		}
+		// The input files go straight into the sandbox's (empty)
+		// workspace; no process of the sandbox runs until the worker
+		// forks the child.
+		if err := sb.putInputs(dir, inputs); err != nil {
+			return nil, fmt.Errorf("warm sandbox: writing the input files: %w", err)
+		}
 	}
 	// The request's limits as a cold run of it gets them.
 	spec := isolate.Spec{Spec: l.SandboxSpec(isolation.Namespace, nil)}
@@ -181,11 +210,8 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 			_ = cg.Remove()
 		}
 	}()
-	h := header{
-		Argv: isolate.RewritePaths(argv, dir, isolate.SandboxWorkdir, false),
-		Env:  envMap(isolate.RewritePaths(env, dir, isolate.SandboxWorkdir, true)),
-		Dir:  isolate.SandboxWorkdir,
-	}
+	h.Argv = isolate.RewritePaths(argv, dir, isolate.SandboxWorkdir, false)
+	h.Env = envMap(isolate.RewritePaths(env, dir, isolate.SandboxWorkdir, true))
 	for _, r := range isolate.Rlimits(spec, cg.Memory(), cg.Pids()) {
 		h.Rlimits = append(h.Rlimits, [3]uint64{uint64(r.Resource), r.Cur, r.Max})
 	}
@@ -226,8 +252,14 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 		conn.Close()
 		return nil, fmt.Errorf("warm sandbox: %w", err)
 	}
-	// The header is far below the socket's buffer: it never blocks.
-	if err := writeFrame(conn, hb); err != nil {
+	// The header is far below the socket's buffer: it never blocks. A
+	// staged code file may be larger: the child reads it before anything
+	// else.
+	err = writeFrame(conn, hb)
+	if err == nil && h.Staged != "" {
+		err = writeFrame(conn, staged)
+	}
+	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("warm sandbox: %w", err)
 	}
@@ -487,7 +519,12 @@ func (p *process) Wait() (isolation.Exit, error) {
 	if o.Signal != "" {
 		ex.Signal, ex.Code = syscall.Signal(o.SignalNumber), 0
 	}
-	ferr := p.files()
+	var ferr error
+	if ws := p.s.run.Staged; ws != nil {
+		ws.CollectStaged(p.sb.workspace)
+	} else {
+		ferr = p.files()
+	}
 	p.s.pool.willReturn()
 	go p.release()
 	if ferr != nil {

@@ -2,6 +2,7 @@ package warm
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -70,6 +71,82 @@ func run(t testing.TB, p *Pool, code string, l core.Limits, files ...core.File) 
 	}
 	ws.Finish(res)
 	return res
+}
+
+// runStaged is run for a staged workspace (program.StagedWorkspace): the
+// code file goes to the sandbox with the header, nothing is on the host.
+func runStaged(t testing.TB, p *Pool, code string, l core.Limits) *core.Result {
+	t.Helper()
+	name, interp := "main.py", p.cfg.Python
+	if p.cfg.Mode == ModeExec {
+		name, interp = "main.sh", "/usr/bin/bash"
+	}
+	l.Isolation = "namespace"
+	req := core.Program{Code: code, Limits: l, ReturnFiles: true}
+	ws := program.StagedWorkspace(req, name, "/workspace")
+	env := append(program.BaseEnv(ws.Dir), "PYTHONDONTWRITEBYTECODE=1")
+	res, err := program.Exec(context.Background(), program.Command{
+		Argv: []string{interp, ws.CodePath, "arg1"}, Dir: ws.Dir, Env: env, Limits: l,
+		Spawner: p.Spawner(context.Background(), Run{Limits: l, ReturnFiles: true, Staged: ws}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.Finish(res)
+	return res
+}
+
+// TestStagedRunIsAHostRun: a run whose code file goes to the sandbox with
+// its header (a staged workspace) sees, does and brings back exactly what
+// the same run from a host workspace does: its file, argv, working
+// directory, exit status and produced files, a file too large omitted, the
+// code file it rewrote left out, a symlink not followed.
+func TestStagedRunIsAHostRun(t *testing.T) {
+	progs := map[Mode]string{
+		ModePython: `import os, sys
+st = os.stat(__file__)
+print(__name__, __file__, sys.argv, os.getcwd(), sorted(os.listdir()), oct(st.st_mode), st.st_uid == os.getuid())
+open("out.txt", "w").write("made")
+os.makedirs("d/e")
+open("d/e/f.bin", "wb").write(bytes(range(256)))
+open("big.bin", "wb").write(b"x" * 5000)
+os.symlink("/etc/hostname", "link")
+open(__file__, "a").write("# rewritten")
+raise SystemExit(3)
+`,
+		ModeExec: `echo "$0 $* $PWD $(ls) $(stat -c %a main.sh)"
+echo made > out.txt
+mkdir -p d/e && printf 'abc' > d/e/f.bin
+head -c 5000 /dev/zero > big.bin
+ln -s /etc/hostname link
+echo '# rewritten' >> main.sh
+exit 3
+`,
+	}
+	for mode, code := range progs {
+		p := newPool(t, mode, 1, 0)
+		l := core.Limits{Wall: 60 * time.Second, MaxFileBytes: 4096}
+		host, staged := run(t, p, code, l), runStaged(t, p, code, l)
+		if host.ExitCode != 3 || host.Stdout == "" {
+			t.Fatalf("%s, host workspace: exit %d %q %q", mode, host.ExitCode, host.Stdout, host.Stderr)
+		}
+		if staged.Stdout != host.Stdout || staged.Stderr != host.Stderr || staged.ExitCode != host.ExitCode || staged.EndedBy != host.EndedBy {
+			t.Fatalf("%s: staged %d %q %q, host %d %q %q", mode, staged.ExitCode, staged.Stdout, staged.Stderr, host.ExitCode, host.Stdout, host.Stderr)
+		}
+		if !staged.FilesOmitted || !host.FilesOmitted {
+			t.Fatalf("%s: big.bin omitted: staged %v host %v", mode, staged.FilesOmitted, host.FilesOmitted)
+		}
+		files := func(r *core.Result) string {
+			var b strings.Builder
+			for _, f := range r.Files {
+				fmt.Fprintf(&b, "%s %s %q;", f.Path, f.Change, f.Data)
+			}
+			return b.String()
+		}
+		if files(staged) != files(host) || len(host.Files) != 2 {
+			t.Fatalf("%s: produced files: staged %s host %s", mode, files(staged), files(host))
+		}
+	}
 }
 
 func TestRunsLikeAScriptInTheSandbox(t *testing.T) {
@@ -176,6 +253,8 @@ func TestHeaderRefusesNUL(t *testing.T) {
 		{Dir: "/work\x00space"},
 		{Env: map[string]string{"A": "b\x00c"}},
 		{Env: map[string]string{"A\x00B": "c"}},
+		{Staged: "main\x00.py"},
+		{Staged: "../main.py"},
 	} {
 		if _, err := h.encode(); err == nil {
 			t.Errorf("%+v: encoded", h)
@@ -185,7 +264,7 @@ func TestHeaderRefusesNUL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "1\x00/w\x001\x001\x002\x003\x002\x00p\x00é\x002\x00A=x=y\x00B=2\x00"; string(b) != want {
+	if want := "1\x00/w\x00\x001\x001\x002\x003\x002\x00p\x00é\x002\x00A=x=y\x00B=2\x00"; string(b) != want {
 		t.Fatalf("%q, want %q", b, want)
 	}
 }

@@ -89,11 +89,13 @@ def read_header(data):
     """The run's header as the host encodes it (spawn_linux.go, header.encode):
     NUL-terminated fields, split rather than parsed as JSON, which in a
     freshly forked child costs ten times as much in copy-on-write faults.
-    Answers (wait, dir, rlimits, argv, env); env None keeps the worker's."""
+    Answers (wait, dir, rlimits, argv, env, staged); env None keeps the
+    worker's; staged is the name of the code file to write from the next
+    frame, or "" when the host wrote the workspace's files."""
     f = data.split(b"\0")
-    n = int(f[2])
-    rlimits = [(int(f[3 + 3 * j]), int(f[4 + 3 * j]), int(f[5 + 3 * j])) for j in range(n)]
-    i = 3 + 3 * n
+    n = int(f[3])
+    rlimits = [(int(f[4 + 3 * j]), int(f[5 + 3 * j]), int(f[6 + 3 * j])) for j in range(n)]
+    i = 4 + 3 * n
     a = int(f[i])
     argv = [os.fsdecode(x) for x in f[i + 1:i + 1 + a]]
     i += 1 + a
@@ -103,7 +105,7 @@ def read_header(data):
         for kv in f[i + 1:i + 1 + int(f[i])]:
             k, _, v = os.fsdecode(kv).partition("=")
             env[k] = v
-    return f[0] == b"1", os.fsdecode(f[1]), rlimits, argv, env
+    return f[0] == b"1", os.fsdecode(f[1]), rlimits, argv, env, os.fsdecode(f[2])
 
 
 def child(fds):
@@ -118,11 +120,18 @@ def child(fds):
         os.close(3)
         rq = fds[3]
         os.set_blocking(rq, True)
-        wait, wdir, rlimits, argv, env = read_header(read_frame(rq))
+        wait, wdir, rlimits, argv, env, staged = read_header(read_frame(rq))
+        source = read_frame(rq) if staged else None
         write_all(rq, b"H")
         if wait and read_exact(rq, 1) != b"G":
             os._exit(1)
         os.close(rq)
+        if staged:
+            # A staged run's code file, written as the sandbox's user
+            # before any limit could refuse it.
+            fd = os.open(os.path.join(wdir, staged), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            write_all(fd, source)
+            os.close(fd)
         for res, cur, mx in rlimits:
             resource.setrlimit(res, (cur, mx))
         libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
@@ -148,7 +157,9 @@ def child(fds):
             except OSError as e:
                 os.write(2, ("rlm: cannot run %s: %s\n" % (argv[0], e.strerror)).encode())
                 os._exit(127)
-        code = run_main(argv[1:], env)
+        if not staged or len(argv) < 2 or argv[1] != os.path.join(wdir, staged):
+            source = None  # the program is another file than the staged one
+        code = run_main(argv[1:], env, source)
     except BaseException as e:  # a failure of the fork server itself
         code = child_failed("rlm warm worker", e)
     os._exit(code)
