@@ -244,6 +244,10 @@ func (p *execProcess) Wait() (isolation.Exit, error) {
 	return isolation.Exit{Code: ps.ExitCode()}, nil
 }
 
+// readBufs are the output drains' read buffers: two of 64 KiB for every
+// run were most of what a warm run allocated, and of its plugin's GC.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
 // Exec runs cmd to completion and reports how it ended. Errors starting the
 // process (missing interpreter) come back as an error; everything the
 // program itself does comes back in the Result.
@@ -321,7 +325,9 @@ func Exec(ctx context.Context, c Command) (*core.Result, error) {
 	var totalMu sync.Mutex
 	drain := func(r *os.File, buf *capbuf.Buffer, done chan<- struct{}) {
 		defer close(done)
-		b := make([]byte, 64<<10)
+		bp := readBufs.Get().(*[]byte)
+		defer readBufs.Put(bp)
+		b := *bp
 		keep := func(p []byte) {
 			buf.Write(p)
 			totalMu.Lock()

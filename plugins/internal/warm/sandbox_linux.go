@@ -41,8 +41,13 @@ type sandbox struct {
 	// /proc/sysvipc files, which say whether a run left SysV IPC objects.
 	workspace *os.Root
 	scratch   []*os.Root
-	ipc       []*os.File
-	uid, gid  int // the workspace's owner, the sandbox's user as the host sees it
+	// scratchDirs are the same directories' descriptors, which wipe lists
+	// and diskFull reads without opening anything: each open of a root's
+	// "." was an openat, four fcntls, a failed epoll registration and a
+	// close.
+	scratchDirs []*os.File
+	ipc         []*os.File
+	uid, gid    int // the workspace's owner, the sandbox's user as the host sees it
 	// env is the worker's environment, as its ready message reports it:
 	// a run whose own is the same keeps it.
 	env map[string]string
@@ -225,13 +230,8 @@ func (sb *sandbox) takeDescriptors(oob []byte) error {
 		syscall.CloseOnExec(fd)
 		files[i] = os.NewFile(uintptr(fd), "sandbox")
 	}
-	defer func() {
-		for _, f := range files[:min(3, len(files))] {
-			f.Close() // the roots hold their own descriptors
-		}
-	}()
 	if len(files) != 6 {
-		for _, f := range files[3:] {
+		for _, f := range files {
 			f.Close()
 		}
 		return fmt.Errorf("the worker sent %d descriptors, want 6", len(files))
@@ -241,15 +241,15 @@ func (sb *sandbox) takeDescriptors(oob []byte) error {
 		return err
 	}
 	sb.uid, sb.gid = int(st.Uid), int(st.Gid)
+	sb.scratchDirs, sb.ipc = files[:3], files[3:]
 	for _, f := range files[:3] {
 		r, err := os.OpenRoot("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
 		if err != nil {
-			return err
+			return err // kill closes what is kept so far
 		}
 		sb.scratch = append(sb.scratch, r)
 	}
 	sb.workspace = sb.scratch[0]
-	sb.ipc = files[3:]
 	return nil
 }
 
@@ -289,7 +289,7 @@ func (sb *sandbox) kill(why error) {
 			for _, r := range sb.scratch {
 				r.Close()
 			}
-			for _, f := range sb.ipc {
+			for _, f := range append(sb.scratchDirs, sb.ipc...) {
 				f.Close()
 			}
 			_ = sb.cmd.Cleanup()

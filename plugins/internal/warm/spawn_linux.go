@@ -402,16 +402,49 @@ func (sb *sandbox) putInput(f inputFile, src io.Reader) error {
 // diskFull says whether the run filled its workspace (a tmpfs of the
 // run's disk cap, isolate's).
 func (sb *sandbox) diskFull() bool {
-	f, err := sb.workspace.Open(".")
-	if err != nil {
-		return false
-	}
-	defer f.Close()
 	var st syscall.Statfs_t
-	if syscall.Fstatfs(int(f.Fd()), &st) != nil {
+	if controlFD(sb.scratchDirs[0], func(fd int) error { return syscall.Fstatfs(fd, &st) }) != nil {
 		return false
 	}
 	return st.Bavail*uint64(st.Bsize) < 64<<10 || st.Ffree == 0
+}
+
+// controlFD calls f with d's descriptor, which d cannot close meanwhile.
+func controlFD(d *os.File, f func(fd int) error) error {
+	rc, err := d.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { ferr = f(int(fd)) }); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// dirNames lists the directory d from its start (skipping "." and "..").
+func dirNames(d *os.File) ([]string, error) {
+	var names []string
+	err := controlFD(d, func(fd int) error {
+		if _, err := syscall.Seek(fd, 0, io.SeekStart); err != nil {
+			return err
+		}
+		buf := make([]byte, 8192)
+		for {
+			n, err := syscall.ReadDirent(fd, buf)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if n <= 0 {
+				return nil
+			}
+			_, _, names = syscall.ParseDirent(buf[:n], -1, names)
+		}
+	})
+	return names, err
 }
 
 func writeFrame(w io.Writer, b []byte) error {
@@ -691,13 +724,8 @@ func (p *process) release() {
 
 // wipe empties /workspace, /tmp and /dev/shm and checks they are empty.
 func (sb *sandbox) wipe() error {
-	for _, r := range sb.scratch {
-		d, err := r.Open(".")
-		if err != nil {
-			return err
-		}
-		names, err := d.Readdirnames(-1)
-		d.Close()
+	for i, r := range sb.scratch {
+		names, err := dirNames(sb.scratchDirs[i])
 		if err != nil {
 			return err
 		}
@@ -714,13 +742,7 @@ func (sb *sandbox) wipe() error {
 				}
 			}
 		}
-		d, err = r.Open(".")
-		if err != nil {
-			return err
-		}
-		names, err = d.Readdirnames(1)
-		d.Close()
-		if len(names) > 0 || (err != nil && err != io.EOF) {
+		if names, err = dirNames(sb.scratchDirs[i]); len(names) > 0 || err != nil {
 			return fmt.Errorf("%s still holds %v (%v)", r.Name(), names, err)
 		}
 	}
