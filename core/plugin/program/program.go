@@ -244,6 +244,10 @@ func (p *execProcess) Wait() (isolation.Exit, error) {
 	return isolation.Exit{Code: ps.ExitCode()}, nil
 }
 
+// devNull is the standard input of programs given none, opened once: a
+// spawner only duplicates it into the program.
+var devNull = sync.OnceValues(func() (*os.File, error) { return os.Open(os.DevNull) })
+
 // readBufs are the output drains' read buffers: two of 64 KiB for every
 // run were most of what a warm run allocated, and of its plugin's GC.
 var readBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
@@ -267,11 +271,11 @@ func Exec(ctx context.Context, c Command) (*core.Result, error) {
 		sp = ExecSpawner{}
 	}
 
-	outR, outW, err := os.Pipe()
+	outR, outW, err := outputPipe()
 	if err != nil {
 		return nil, err
 	}
-	errR, errW, err := os.Pipe()
+	errR, errW, err := outputPipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
@@ -281,7 +285,7 @@ func Exec(ctx context.Context, c Command) (*core.Result, error) {
 	if len(c.Stdin) > 0 {
 		inR, inW, err = os.Pipe()
 	} else {
-		inR, err = os.Open(os.DevNull)
+		inR, err = devNull()
 	}
 	if err != nil {
 		outR.Close()
@@ -295,7 +299,9 @@ func Exec(ctx context.Context, c Command) (*core.Result, error) {
 	proc, err := sp.Spawn(c.Argv, c.Dir, c.Env, inR, outW, errW)
 	outW.Close()
 	errW.Close()
-	inR.Close()
+	if inW != nil {
+		inR.Close() // not the shared /dev/null
+	}
 	if err != nil {
 		outR.Close()
 		errR.Close()

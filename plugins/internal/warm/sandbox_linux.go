@@ -45,9 +45,10 @@ type sandbox struct {
 	// and diskFull reads without opening anything: each open of a root's
 	// "." was an openat, four fcntls, a failed epoll registration and a
 	// close.
-	scratchDirs []*os.File
-	ipc         []*os.File
-	uid, gid    int // the workspace's owner, the sandbox's user as the host sees it
+	scratchDirs  []*os.File
+	scratchTmpfs []bool // which of them are tmpfs (emptyTmpfs)
+	ipc          []*os.File
+	uid, gid     int // the workspace's owner, the sandbox's user as the host sees it
 	// env is the worker's environment, as its ready message reports it:
 	// a run whose own is the same keeps it.
 	env map[string]string
@@ -248,6 +249,7 @@ func (sb *sandbox) takeDescriptors(oob []byte) error {
 			return err // kill closes what is kept so far
 		}
 		sb.scratch = append(sb.scratch, r)
+		sb.scratchTmpfs = append(sb.scratchTmpfs, isTmpfs(f))
 	}
 	sb.workspace = sb.scratch[0]
 	return nil

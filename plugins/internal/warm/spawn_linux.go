@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -232,19 +231,19 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.SetsockoptInt(pair[0], syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1); err != nil {
+	// Only this end is non-blocking, so only it joins the poller: an
+	// *os.File over it does what a net.UnixConn would, without the
+	// latter's dup and socket queries.
+	err = syscall.SetsockoptInt(pair[0], syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1)
+	if err == nil {
+		err = syscall.SetNonblock(pair[0], true)
+	}
+	if err != nil {
 		syscall.Close(pair[0])
 		syscall.Close(pair[1])
 		return nil, err
 	}
-	mine, theirs := os.NewFile(uintptr(pair[0]), "request"), os.NewFile(uintptr(pair[1]), "request-worker")
-	fc, err := net.FileConn(mine)
-	mine.Close()
-	if err != nil {
-		theirs.Close()
-		return nil, err
-	}
-	conn := fc.(*net.UnixConn)
+	conn, theirs := os.NewFile(uintptr(pair[0]), "request"), os.NewFile(uintptr(pair[1]), "request-worker")
 	id := requestSeq.Add(1)
 	err = sb.send(strconv.AppendInt(nil, id, 10), stdin, stdout, stderr, theirs)
 	theirs.Close()
@@ -422,6 +421,23 @@ func controlFD(d *os.File, f func(fd int) error) error {
 	return ferr
 }
 
+// emptyTmpfs says whether the tmpfs directory d has no entries, from one
+// fstat: tmpfs counts a directory's size as 20 bytes per entry, "." and
+// ".." included (BOGO_DIRENT_SIZE), so an empty one is 40 bytes. Any other
+// answer leaves it to a listing.
+func emptyTmpfs(d *os.File) bool {
+	var st syscall.Stat_t
+	err := controlFD(d, func(fd int) error { return syscall.Fstat(fd, &st) })
+	return err == nil && st.Size == 40
+}
+
+// isTmpfs says whether d is on a tmpfs.
+func isTmpfs(d *os.File) bool {
+	var fs syscall.Statfs_t
+	const tmpfsMagic = 0x01021994
+	return controlFD(d, func(fd int) error { return syscall.Fstatfs(fd, &fs) }) == nil && fs.Type == tmpfsMagic
+}
+
 // dirNames lists the directory d from its start (skipping "." and "..").
 func dirNames(d *os.File) ([]string, error) {
 	var names []string
@@ -459,11 +475,23 @@ func writeFrame(w io.Writer, b []byte) error {
 
 // readHello reads the child's "H" and returns its host pid, translated by
 // the kernel from the credentials it attached; 0 on failure.
-func readHello(c *net.UnixConn) int {
+func readHello(c *os.File) int {
 	buf := make([]byte, 1)
 	oob := make([]byte, syscall.CmsgSpace(syscall.SizeofUcred))
-	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
-	if err != nil || n != 1 || buf[0] != 'H' {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var n, oobn int
+	rerr := rc.Read(func(fd uintptr) bool {
+		for {
+			n, oobn, _, _, err = syscall.Recvmsg(int(fd), buf, oob, syscall.MSG_CMSG_CLOEXEC)
+			if err != syscall.EINTR {
+				return err != syscall.EAGAIN
+			}
+		}
+	})
+	if rerr != nil || err != nil || n != 1 || buf[0] != 'H' {
 		return 0
 	}
 	msgs, err := syscall.ParseSocketControlMessage(oob[:oobn])
@@ -485,7 +513,7 @@ type process struct {
 	cg     *isolate.Cgroups
 	pid    int
 	id     int64
-	conn   *net.UnixConn
+	conn   *os.File // the run's request socket
 	dir    string
 	inputs []inputFile
 
@@ -725,6 +753,9 @@ func (p *process) release() {
 // wipe empties /workspace, /tmp and /dev/shm and checks they are empty.
 func (sb *sandbox) wipe() error {
 	for i, r := range sb.scratch {
+		if sb.scratchTmpfs[i] && emptyTmpfs(sb.scratchDirs[i]) {
+			continue
+		}
 		names, err := dirNames(sb.scratchDirs[i])
 		if err != nil {
 			return err
@@ -771,10 +802,14 @@ func unlock(r *os.Root, name string) {
 // objects: each /proc/sysvipc file has a header line, then a line per
 // object.
 func (sb *sandbox) ipcLeft() (bool, error) {
-	buf := make([]byte, 4096)
+	buf := make([]byte, 4096) // the header line and the first object's
 	for _, f := range sb.ipc {
-		n, err := f.ReadAt(buf, 0)
-		if err != nil && err != io.EOF {
+		n := 0
+		err := controlFD(f, func(fd int) (err error) {
+			n, err = syscall.Pread(fd, buf, 0)
+			return err
+		})
+		if err != nil {
 			return false, err
 		}
 		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 && i+1 < n {
