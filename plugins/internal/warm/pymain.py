@@ -7,12 +7,15 @@
 # files and the working directory.
 import _signal
 import array
+import atexit
+import builtins
 import json
 import os
 import select
 import signal
 import socket
 import sys
+import types
 
 zygote_path0 = sys.path[0]
 
@@ -34,14 +37,15 @@ def finish(code=0):
     """What the interpreter does at exit: join threads, run atexit, flush."""
     try:
         t = sys.modules.get("threading")
-        if t is not None:
+        # Only threads started since the fork can be there to join: a run
+        # that started none skips the work (and its copy-on-write faults).
+        if t is not None and t.active_count() > 1:
             t._shutdown()
     except BaseException:
         pass
     try:
-        import atexit
-
-        atexit._run_exitfuncs()
+        if atexit._ncallbacks():
+            atexit._run_exitfuncs()
     except SystemExit as e:
         code = exit_code(e)
     except BaseException:
@@ -68,12 +72,26 @@ def read_file(path):
         os.close(fd)
 
 
+def kept_env(env):
+    """What an environment means for run_main: sys.dont_write_bytecode, and
+    sys.path after the script's directory (PYTHONPATH's entries, then the
+    interpreter's own)."""
+    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    rest = [p for p in sys.path if p != zygote_path0]
+    return bool(env.get("PYTHONDONTWRITEBYTECODE")), extra + rest
+
+
+_kept = kept_env(os.environ)
+
+
 def run_main(argv, env, source=None):
     """Run argv[0] as __main__ with sys.argv = argv; return the exit status.
     env None keeps the server's own environment (it is the program's);
     source, when given, is the file's contents, already in memory."""
     if env is None:
-        env = os.environ
+        # The server's own environment: what it implies was worked out
+        # once, before any fork (kept_env).
+        bytecode, tail = _kept
     else:
         # Key by key rather than clear() and update(): the same environment
         # in the same order, without MutableMapping's popitem and ABC
@@ -84,14 +102,11 @@ def run_main(argv, env, source=None):
             del environ[k]
         for k, v in env.items():
             environ[k] = v
-    sys.dont_write_bytecode = bool(env.get("PYTHONDONTWRITEBYTECODE"))
+        bytecode, tail = kept_env(env)
+    sys.dont_write_bytecode = bytecode
     path = argv[0]
     sys.argv = list(argv)
-    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    rest = [p for p in sys.path if p != zygote_path0]
-    sys.path[:] = [os.path.dirname(os.path.abspath(path))] + extra + rest
-    import builtins
-    import types
+    sys.path[:] = [os.path.dirname(os.path.abspath(path))] + tail
 
     main = types.ModuleType("__main__")
     main.__file__ = path

@@ -268,3 +268,34 @@ func TestHeaderRefusesNUL(t *testing.T) {
 		t.Fatalf("%q, want %q", b, want)
 	}
 }
+
+// TestExitIsAScriptsExit: a warm run ends as `python3 main.py` does: it
+// waits for the non-daemon threads still running, then runs the atexit
+// handlers (a SystemExit in one is reported and ignored, as python3 does),
+// then flushes; a thread already finished, or a daemon one, is not waited
+// for.
+func TestExitIsAScriptsExit(t *testing.T) {
+	p := newPool(t, ModePython, 1, 0)
+	code := `import atexit, sys, threading, time
+atexit.register(lambda: print("atexit", flush=True))
+done = threading.Thread(target=lambda: None)
+done.start()
+done.join()
+threading.Thread(target=lambda: time.sleep(600), daemon=True).start()
+def late():
+    time.sleep(0.3)
+    print("thread done", flush=True)
+threading.Thread(target=late).start()
+sys.stdout.write("main done\n")  # flushed at exit
+`
+	l := core.Limits{Wall: 60 * time.Second}
+	for _, r := range []*core.Result{run(t, p, code, l), runStaged(t, p, code, l)} {
+		if r.Stdout != "main done\nthread done\natexit\n" || r.ExitCode != 0 {
+			t.Fatalf("exit %d %q %q", r.ExitCode, r.Stdout, r.Stderr)
+		}
+	}
+	r := runStaged(t, p, "import atexit, sys\natexit.register(sys.exit, 4)\nprint('x')", l)
+	if r.ExitCode != 0 || r.Stdout != "x\n" || !strings.Contains(r.Stderr, "SystemExit: 4") {
+		t.Fatalf("SystemExit from atexit: exit %d %q %q", r.ExitCode, r.Stdout, r.Stderr)
+	}
+}

@@ -61,7 +61,12 @@ FDS_SPACE = socket.CMSG_SPACE(4 * 4)
 # table updates costs tens of microseconds each, and a socket object is
 # dozens of them (BENCHMARKS.md, "where the time goes").
 def read_exact(fd, n):
-    out = bytearray()
+    b = os.read(fd, n)
+    if len(b) == n:
+        return b  # the usual case: no buffer to build
+    out = bytearray(b)
+    if not b:
+        raise EOFError("request socket closed")
     while len(out) < n:
         b = os.read(fd, min(n - len(out), 1 << 20))
         if not b:
@@ -129,8 +134,10 @@ def child(fds):
         if staged:
             # A staged run's code file, written as the sandbox's user
             # before any limit could refuse it.
-            fd = os.open(os.path.join(wdir, staged), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            write_all(fd, source)
+            staged = wdir + "/" + staged
+            fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            if os.write(fd, source) < len(source):
+                write_all(fd, source[os.lseek(fd, 0, os.SEEK_CUR):])
             os.close(fd)
         for res, cur, mx in rlimits:
             resource.setrlimit(res, (cur, mx))
@@ -157,7 +164,7 @@ def child(fds):
             except OSError as e:
                 os.write(2, ("rlm: cannot run %s: %s\n" % (argv[0], e.strerror)).encode())
                 os._exit(127)
-        if not staged or len(argv) < 2 or argv[1] != os.path.join(wdir, staged):
+        if not staged or len(argv) < 2 or argv[1] != staged:
             source = None  # the program is another file than the staged one
         code = run_main(argv[1:], env, source)
     except BaseException as e:  # a failure of the fork server itself
