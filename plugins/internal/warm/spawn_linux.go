@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rlmkit/rlm/core"
 	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/isolation"
@@ -764,6 +766,11 @@ func (sb *sandbox) wipe() error {
 			continue
 		}
 		for _, n := range names {
+			// A file (or a link) goes with one unlinkat; a directory, or
+			// anything that refuses, through the root.
+			if controlFD(sb.scratchDirs[i], func(fd int) error { return unix.Unlinkat(fd, n, 0) }) == nil {
+				continue
+			}
 			if r.RemoveAll(n) != nil {
 				// A directory the program made unreadable or unwritable
 				// stops RemoveAll when the host is not root.
@@ -772,6 +779,9 @@ func (sb *sandbox) wipe() error {
 					return err
 				}
 			}
+		}
+		if sb.scratchTmpfs[i] && emptyTmpfs(sb.scratchDirs[i]) {
+			continue
 		}
 		if names, err = dirNames(sb.scratchDirs[i]); len(names) > 0 || err != nil {
 			return fmt.Errorf("%s still holds %v (%v)", r.Name(), names, err)
