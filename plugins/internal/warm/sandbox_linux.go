@@ -1,6 +1,7 @@
 package warm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,6 +72,28 @@ type message struct {
 	MaxRSS    int64             `json:"maxrss"`
 	Clean     *bool             `json:"clean"`
 	Error     string            `json:"error"`
+}
+
+// parseStatus parses the worker's report of a run's end, "S ID STATUS
+// LEFTOVERS CPU_NS MAXRSS" (the one message of every run, and the only
+// one not JSON: decoding it as JSON was 6 % of the plugin's CPU on a
+// trivial run). False for any other message.
+func parseStatus(b []byte, m *message) bool {
+	f := bytes.Fields(b)
+	if len(f) != 6 || string(f[0]) != "S" {
+		return false
+	}
+	var n [5]int64
+	for i := range n {
+		v, err := strconv.ParseInt(string(f[i+1]), 10, 64)
+		if err != nil {
+			return false
+		}
+		n[i] = v
+	}
+	status := int(n[1])
+	*m = message{ID: n[0], Status: &status, Leftovers: int(n[2]), CPUNs: n[3], MaxRSS: n[4]}
+	return true
 }
 
 // dirPrefix names a sandbox's (empty) host directory, rlm-warm-PID-*: the
@@ -180,7 +203,7 @@ func (sb *sandbox) read(ready chan<- error) {
 			err = errors.New("the worker exited")
 		}
 		var m message
-		if err == nil {
+		if err == nil && !parseStatus(buf[:n], &m) {
 			err = json.Unmarshal(buf[:n], &m)
 		}
 		if err == nil && first {

@@ -299,3 +299,19 @@ sys.stdout.write("main done\n")  # flushed at exit
 		t.Fatalf("SystemExit from atexit: exit %d %q %q", r.ExitCode, r.Stdout, r.Stderr)
 	}
 }
+
+// TestParseStatus: the worker's report of a run's end is read field by
+// field; anything else (the JSON messages, a short or garbled report) is
+// left to the JSON decoder, which refuses what it cannot read.
+func TestParseStatus(t *testing.T) {
+	var m message
+	if !parseStatus([]byte("S 7 256 2 1500000 11333632"), &m) || m.ID != 7 || m.Status == nil || *m.Status != 256 ||
+		m.Leftovers != 2 || m.CPUNs != 1500000 || m.MaxRSS != 11333632 {
+		t.Fatalf("%+v", m)
+	}
+	for _, bad := range []string{`{"id":7,"clean":true}`, "S 7 256 2 1500000", "S 7 x 2 1 1", "T 7 256 2 1 1", ""} {
+		if parseStatus([]byte(bad), &m) {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}

@@ -21,8 +21,8 @@
 #     sets its rlimits and runs the program: the file as __main__ (mode
 #     "python") or an exec of argv (mode "exec").
 #   worker, when the child has been reaped: kills every other process of
-#     the sandbox if any is left and sends {"id", "status", "cpu_ns",
-#     "leftovers", "maxrss"} on fd 3. It is then ready for the next request.
+#     the sandbox if any is left and sends "S ID STATUS LEFTOVERS CPU_NS
+#     MAXRSS" on fd 3 (parseStatus). It is then ready for the next request.
 #   host -> worker, only when the host found SysV IPC objects left:
 #     {"id", "ipc": true}; the worker removes them and answers {"id",
 #     "clean": true|false}.
@@ -284,7 +284,7 @@ def main():
         if anyone():
             left = len(others())
             sweep()
-        sock.send(b'{"id":%s,"status":%d,"leftovers":%d,"cpu_ns":%d,"maxrss":%d}' % (
+        sock.send(b"S %s %d %d %d %d" % (
             msg, status, left, int((ru.ru_utime + ru.ru_stime) * 1e9), ru.ru_maxrss * 1024))
 
 
