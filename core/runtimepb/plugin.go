@@ -88,8 +88,19 @@ func Dispense(c goplugin.ClientProtocol) (RuntimeClient, error) {
 // a request that never arrived from one whose program may have run.
 func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage),
+		grpc.InitialWindowSize(flowWindow), grpc.InitialConnWindowSize(flowWindow),
 		grpc.UnaryInterceptor(acceptRuns)}
 }
+
+// flowWindow is both ends' HTTP/2 flow-control window, per stream and per
+// connection. Setting it turns off gRPC's bandwidth-delay estimation,
+// which answered every request and every response with a WINDOW_UPDATE
+// and a PING, and the PING with its ack: two more writes, reads and
+// goroutine wake-ups on each side of every call, for a link (a Unix socket
+// to a child process) that has no delay to estimate. A window this large
+// lets a whole run's result (outputs are capped far below it) go without
+// waiting for an update.
+const flowWindow = 16 << 20
 
 // runMethod is the full gRPC name of Runtime.Run.
 const runMethod = "/rlm.runtime.v1.Runtime/Run"
@@ -148,5 +159,6 @@ const maxPanicStack = 8 << 10
 // DialOptions are the matching client options.
 func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithDefaultCallOptions(
-		grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage))}
+		grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)),
+		grpc.WithInitialWindowSize(flowWindow), grpc.WithInitialConnWindowSize(flowWindow)}
 }

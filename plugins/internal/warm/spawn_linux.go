@@ -256,11 +256,11 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 	// The header is far below the socket's buffer: it never blocks. A
 	// staged code file may be larger: the child reads it before anything
 	// else.
-	err = writeFrame(conn, hb)
-	if err == nil && h.Staged != "" {
-		err = writeFrame(conn, staged)
+	frames := appendFrame(nil, hb)
+	if h.Staged != "" {
+		frames = appendFrame(frames, staged)
 	}
-	if err != nil {
+	if _, err = conn.Write(frames); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("warm sandbox: %w", err)
 	}
@@ -465,14 +465,10 @@ func dirNames(d *os.File) ([]string, error) {
 	return names, err
 }
 
-func writeFrame(w io.Writer, b []byte) error {
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(b)))
-	if _, err := w.Write(n[:]); err != nil {
-		return err
-	}
-	_, err := w.Write(b)
-	return err
+// appendFrame appends b to buf as the child reads a frame: its length
+// (four bytes, big-endian), then its bytes. The frames go in one write.
+func appendFrame(buf, b []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(buf, uint32(len(b))), b...)
 }
 
 // readHello reads the child's "H" and returns its host pid, translated by
