@@ -283,7 +283,7 @@ func Exec(ctx context.Context, c Command) (*core.Result, error) {
 	}
 	var inR, inW *os.File
 	if len(c.Stdin) > 0 {
-		inR, inW, err = os.Pipe()
+		inR, inW, err = inputPipe()
 	} else {
 		inR, err = devNull()
 	}
