@@ -423,6 +423,25 @@ func controlFD(d *os.File, f func(fd int) error) error {
 	return ferr
 }
 
+// holdsOnly says whether the sandbox's workspace holds nothing but ws's
+// code file (which is never a produced file), from two stats: the usual
+// end of a run that wrote nothing, which then needs no listing.
+func (sb *sandbox) holdsOnly(ws *program.Workspace) bool {
+	if !sb.scratchTmpfs[0] {
+		return false
+	}
+	name, _ := ws.Code()
+	var dir, code unix.Stat_t
+	err := controlFD(sb.scratchDirs[0], func(fd int) error {
+		if err := unix.Fstat(fd, &dir); err != nil {
+			return err
+		}
+		return unix.Fstatat(fd, name, &code, unix.AT_SYMLINK_NOFOLLOW)
+	})
+	// One entry besides "." and "..": 60 bytes (see emptyTmpfs).
+	return err == nil && dir.Size == 60 && code.Mode&unix.S_IFMT == unix.S_IFREG
+}
+
 // emptyTmpfs says whether the tmpfs directory d has no entries, from one
 // fstat: tmpfs counts a directory's size as 20 bytes per entry, "." and
 // ".." included (BOGO_DIRENT_SIZE), so an empty one is 40 bytes. Any other
@@ -580,7 +599,9 @@ func (p *process) Wait() (isolation.Exit, error) {
 	}
 	var ferr error
 	if ws := p.s.run.Staged; ws != nil {
-		ws.CollectStaged(p.sb.workspace)
+		if p.s.run.ReturnFiles && !p.sb.holdsOnly(ws) {
+			ws.CollectStaged(p.sb.workspace)
+		}
 	} else {
 		ferr = p.files()
 	}

@@ -147,6 +147,12 @@ exit 3
 			t.Fatalf("%s: produced files: staged %s host %s", mode, files(staged), files(host))
 		}
 	}
+	// One entry in the workspace that is not the code file: still listed.
+	p := newPool(t, ModePython, 1, 0)
+	r := runStaged(t, p, "import os\nos.remove(__file__)\nopen('other.txt', 'w').write('x')", core.Limits{Wall: 60 * time.Second})
+	if len(r.Files) != 1 || r.Files[0].Path != "other.txt" {
+		t.Fatalf("the code file replaced by another: %+v %q", r.Files, r.Stderr)
+	}
 }
 
 func TestRunsLikeAScriptInTheSandbox(t *testing.T) {
