@@ -321,3 +321,19 @@ func TestParseStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerIsFrozen: the worker's own objects are out of the collector's
+// reach (gc.freeze) before the first fork, so a child's full collection
+// does not copy every page of them; the child's own objects are collected.
+func TestWorkerIsFrozen(t *testing.T) {
+	p := newPool(t, ModePython, 1, 0)
+	r := run(t, p, `import gc
+class C:
+    pass
+a = C(); a.me = a
+del a
+print(gc.get_freeze_count() > 1000, gc.collect() >= 1)`, core.Limits{Wall: 60 * time.Second})
+	if r.Stdout != "True True\n" {
+		t.Fatalf("%q %q", r.Stdout, r.Stderr)
+	}
+}
