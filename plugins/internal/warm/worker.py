@@ -32,7 +32,6 @@
 # makes itself non-dumpable, so /proc/1/mem is closed to the programs it
 # runs.
 import ctypes
-import gc
 import resource
 import struct
 import time
@@ -258,18 +257,8 @@ def ready():
 # messages are an id in ASCII ("ipc ID" to remove SysV IPC objects), the
 # report is formatted bytes, and orphans are reaped by the same blocking
 # wait4 that waits for the child.
-def settle():
-    """Before the first fork: what the worker holds now lives as long as it
-    does. Frozen out of the collector, a child's full collection no longer
-    walks (and so copies) every page of it: a child allocating 300,000
-    small lists took 8,964 page faults and 65-70 ms instead of 9,700 and
-    86-102 (forked children of a python3 with the worker's modules)."""
-    gc.collect()
-    gc.freeze()
-
-
 def main():
-    settle()
+    freeze()
     ready()
     while True:
         msg, fds = recv()

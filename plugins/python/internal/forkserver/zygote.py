@@ -51,4 +51,5 @@ def handle(req, fds):
     send({"id": req["id"], "pid": pid})
 
 
+freeze()
 serve(reap, handle)
