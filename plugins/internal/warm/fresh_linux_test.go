@@ -85,7 +85,8 @@ while not procs():
 print(json.dumps(view()))
 sys.stdout.flush()
 if len(sys.argv) > 1 and sys.argv[1] == "hold":
-    time.sleep(600)
+    # Holds the run, and says to the host that the view above is out.
+    os.execv("/usr/bin/sleep", ["sleep", "600", "0" + MARK])
 `
 
 const look = probe + `
@@ -165,7 +166,10 @@ func TestFreshAcrossConcurrentRequests(t *testing.T) {
 		defer wg.Done()
 		a = runArgs(t, ctx, p, fmt.Sprintf(leak, mark), "hold")
 	}()
-	for hostProcs("31337"+mark) == 0 {
+	// Until the holding request has printed its view (it then becomes
+	// `sleep 600 031337…`): seeing only its daemon, the other request could
+	// finish, and the holding one be cancelled, before it printed.
+	for hostProcs("031337"+mark) == 0 {
 		time.Sleep(10 * time.Millisecond)
 	}
 	b := runArgs(t, context.Background(), p, fmt.Sprintf(look, mark))
