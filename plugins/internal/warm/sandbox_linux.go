@@ -47,7 +47,7 @@ type sandbox struct {
 	// "." was an openat, four fcntls, a failed epoll registration and a
 	// close.
 	scratchDirs  []*os.File
-	scratchTmpfs []bool // which of them are tmpfs (emptyTmpfs)
+	scratchTmpfs []bool // which of them allow emptyTmpfs and holdsOnly (sizedTmpfs)
 	ipc          []*os.File
 	uid, gid     int // the workspace's owner, the sandbox's user as the host sees it
 	// env is the worker's environment, as its ready message reports it:
@@ -272,7 +272,7 @@ func (sb *sandbox) takeDescriptors(oob []byte) error {
 			return err // kill closes what is kept so far
 		}
 		sb.scratch = append(sb.scratch, r)
-		sb.scratchTmpfs = append(sb.scratchTmpfs, isTmpfs(f))
+		sb.scratchTmpfs = append(sb.scratchTmpfs, sizedTmpfs(f))
 	}
 	sb.workspace = sb.scratch[0]
 	return nil

@@ -76,10 +76,10 @@ var envKept atomic.Int64
 const hostPidsHeld = 2
 
 type inputFile struct {
-	Path  string `json:"path"`
-	Size  int64  `json:"size"`
-	Mtime int64  `json:"mtime"`
-	Mode  uint32 `json:"mode"`
+	Path  string
+	Size  int64
+	Mtime int64
+	Mode  uint32
 }
 
 // header is what the child reads first from the request socket. It is
@@ -452,11 +452,13 @@ func emptyTmpfs(d *os.File) bool {
 	return err == nil && st.Size == 40
 }
 
-// isTmpfs says whether d is on a tmpfs.
-func isTmpfs(d *os.File) bool {
+// sizedTmpfs says whether the fast paths of emptyTmpfs and holdsOnly
+// hold for d: it is on a tmpfs and, empty as a new sandbox's scratch
+// directories are, its size is the 40 bytes they assume.
+func sizedTmpfs(d *os.File) bool {
 	var fs syscall.Statfs_t
 	const tmpfsMagic = 0x01021994
-	return controlFD(d, func(fd int) error { return syscall.Fstatfs(fd, &fs) }) == nil && fs.Type == tmpfsMagic
+	return controlFD(d, func(fd int) error { return syscall.Fstatfs(fd, &fs) }) == nil && fs.Type == tmpfsMagic && emptyTmpfs(d)
 }
 
 // dirNames lists the directory d from its start (skipping "." and "..").

@@ -149,6 +149,14 @@ exit 3
 	}
 	// One entry in the workspace that is not the code file: still listed.
 	p := newPool(t, ModePython, 1, 0)
+	p.mu.Lock()
+	for sb := range p.all {
+		// bwrap makes all three tmpfs: the stat-only fast paths are on.
+		if !slices.Equal(sb.scratchTmpfs, []bool{true, true, true}) {
+			t.Errorf("scratch directories taken for tmpfs: %v", sb.scratchTmpfs)
+		}
+	}
+	p.mu.Unlock()
 	r := runStaged(t, p, "import os\nos.remove(__file__)\nopen('other.txt', 'w').write('x')", core.Limits{Wall: 60 * time.Second})
 	if len(r.Files) != 1 || r.Files[0].Path != "other.txt" {
 		t.Fatalf("the code file replaced by another: %+v %q", r.Files, r.Stderr)
