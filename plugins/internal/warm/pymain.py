@@ -145,14 +145,77 @@ def run_main(argv, env, source=None):
     return finish(code)
 
 
-def freeze():
-    """Before a fork server's first fork: what it holds now lives as long as
-    it does. Frozen out of the collector, a child's full collection no
-    longer walks (and so copies) every page of it: a child allocating
-    300,000 small lists took 8,964 page faults and 65-70 ms instead of 9,700
-    and 86-102 (forked children of a python3 with the worker's modules)."""
+def prepare_forks():
+    """Before a fork server's first fork.
+
+    What it holds now lives as long as it does. Frozen out of the
+    collector, a child's full collection no longer walks (and so copies)
+    every page of it: a child allocating 300,000 small lists took 8,964
+    page faults and 65-70 ms instead of 9,700 and 86-102 (forked children
+    of a python3 with the worker's modules).
+
+    Then threading's fork hook is made cheap for this server's own forks
+    (single_threaded_forks)."""
     gc.collect()
     gc.freeze()
+    single_threaded_forks()
+
+
+# The code threading's after-fork hook runs instead of its own (see
+# single_threaded_forks). It runs with threading's globals.
+_FAST_AFTER_FORK = """
+def _after_fork():
+    global _rlm_forked_single_threaded
+    if _rlm_forked_single_threaded:
+        _rlm_forked_single_threaded = False
+        return
+    _rlm_full_after_fork()
+"""
+
+
+def single_threaded_forks():
+    """Skip threading's after-fork hook in this server's own children.
+
+    When threading is imported (site imports it whenever a .pth file
+    pulls in a module that does), os.fork runs threading._after_fork in
+    every child. It rebuilds the module's locks and thread table for the
+    case where other threads existed at the fork. Its bytecode touches
+    enough objects to cost ~100 copy-on-write page faults and ~0.3 ms a
+    child (fork-return 220 -> 117 faults, 630 -> 330 us, measured with
+    the pyenv 3.11.7 python of BENCHMARKS.md).
+
+    A fork server forks from its only thread, so in its children the hook
+    has nothing to do: the copied thread table already holds exactly the
+    main thread under the same ident (fork keeps the caller's pthread),
+    and no lock can be held by a thread that is gone. So the hook's code is
+    replaced by a check of a flag this server sets: set, the child clears
+    it and returns; clear (a fork made by a program, which may have
+    started threads), the original hook runs in full. A child's own forks
+    always see it clear.
+
+    Only for CPython 3.11, whose hook this reasoning was checked against,
+    and only when this process has never had another thread; otherwise
+    nothing changes."""
+    t = sys.modules.get("threading")
+    if t is None or sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11):
+        return
+    hook = getattr(t, "_after_fork", None)
+    if type(hook) is not types.FunctionType or hook.__code__.co_freevars:
+        return
+    main = t.main_thread()
+    # The main thread's own lock is in _shutdown_locks in every fresh
+    # interpreter (_set_tstate_lock adds it); any other would be a thread's.
+    if (t.current_thread() is not main or t.active_count() != 1 or t._limbo
+            or not t._shutdown_locks <= {main._tstate_lock}
+            or set(t._dangling) != {main}):
+        return
+    g = hook.__globals__
+    g["_rlm_full_after_fork"] = types.FunctionType(
+        hook.__code__, g, hook.__name__, hook.__defaults__, hook.__closure__)
+    scratch = {}
+    exec(compile(_FAST_AFTER_FORK, "<rlm fork server>", "exec"), scratch)
+    g["_rlm_forked_single_threaded"] = True
+    hook.__code__ = scratch["_after_fork"].__code__
 
 
 def open_channel(max_bytes, max_fds):

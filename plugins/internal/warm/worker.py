@@ -258,7 +258,7 @@ def ready():
 # report is formatted bytes, and orphans are reaped by the same blocking
 # wait4 that waits for the child.
 def main():
-    freeze()
+    prepare_forks()
     ready()
     while True:
         msg, fds = recv()

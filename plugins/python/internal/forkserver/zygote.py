@@ -51,5 +51,5 @@ def handle(req, fds):
     send({"id": req["id"], "pid": pid})
 
 
-freeze()
+prepare_forks()
 serve(reap, handle)
