@@ -1,12 +1,14 @@
 package warm
 
 import (
+	"context"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/plugin/program"
 )
 
 // threadsAcrossForks is a program that checks threading in the process it
@@ -99,6 +101,54 @@ func TestThreadsInWarmRuns(t *testing.T) {
 		}
 		if f[1] != want || f[2] != "True" || f[3] != "0" || f[4] != "1" {
 			t.Fatalf("want the %s hook, a sane thread table, a sane grandchild: %q", want, r.Stdout)
+		}
+	}
+}
+
+// TestPresetHeaders: a run whose header is made of the sandbox's own
+// settings gets it from the worker's preset (it sends an empty frame),
+// and every run still sees its own arguments, environment and limits: a
+// run with arguments or another environment sends its header whole, and a
+// run with other limits replaces the preset.
+func TestPresetHeaders(t *testing.T) {
+	p := newPool(t, ModePython, 1, 0, RunEnv("PYTHONDONTWRITEBYTECODE=1")...)
+	code := `import os, resource, sys
+print(sys.argv[1:], os.environ.get("EXTRA"), resource.getrlimit(resource.RLIMIT_CPU)[0])`
+	one := func(args []string, extra []string, cpu time.Duration) string {
+		t.Helper()
+		l := core.Limits{Wall: 60 * time.Second, CPU: cpu, Isolation: "namespace"}
+		ws := program.StagedWorkspace(core.Program{Code: code, Limits: l}, "main.py", "/workspace")
+		env := append(append(program.BaseEnv(ws.Dir), "PYTHONDONTWRITEBYTECODE=1"), extra...)
+		res, err := program.Exec(context.Background(), program.Command{
+			Argv: append([]string{p.cfg.Python, ws.CodePath}, args...), Dir: ws.Dir, Env: env, Limits: l,
+			Spawner: p.Spawner(context.Background(), Run{Limits: l, Staged: ws}),
+		})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%v %+v", err, res)
+		}
+		return res.Stdout
+	}
+	for i, c := range []struct {
+		args, extra []string
+		cpu         time.Duration
+		want        string
+		preset      bool
+	}{
+		{nil, nil, 0, "[] None -1\n", true},
+		{nil, nil, 0, "[] None -1\n", true},
+		{[]string{"a b", "c"}, nil, 0, "['a b', 'c'] None -1\n", false},
+		{nil, []string{"EXTRA=x"}, 0, "[] x -1\n", false},
+		{nil, nil, 0, "[] None -1\n", true},
+		{nil, nil, 7 * time.Second, "[] None 7\n", true},
+		{nil, nil, 7 * time.Second, "[] None 7\n", true},
+		{nil, nil, 0, "[] None -1\n", true},
+	} {
+		before := presetRuns.Load()
+		if got := one(c.args, c.extra, c.cpu); got != c.want {
+			t.Fatalf("run %d: got %q, want %q", i, got, c.want)
+		}
+		if used := presetRuns.Load() > before; used != c.preset {
+			t.Fatalf("run %d: preset used %v, want %v", i, used, c.preset)
 		}
 	}
 }

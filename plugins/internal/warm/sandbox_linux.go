@@ -53,6 +53,9 @@ type sandbox struct {
 	// env is the worker's environment, as its ready message reports it:
 	// a run whose own is the same keeps it.
 	env map[string]string
+	// preset is the header the worker holds parsed (header.presettable),
+	// nil before the first; only the run holding the sandbox touches it.
+	preset []byte
 	// idleSince is when the pool last put it back (Pool.trim reads it).
 	idleSince time.Time
 	dead      chan struct{}

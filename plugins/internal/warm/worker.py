@@ -12,10 +12,14 @@
 #     /proc/sysvipc/{shm,sem,msg} as this sandbox's ipc namespace shows
 #     them (the host reads whether a request left SysV IPC objects).
 #   host -> worker, on fd 3 (SOCK_SEQPACKET): the request's id in ASCII with stdin,
-#     stdout, stderr and the request's own stream socket attached.
+#     stdout, stderr and the request's own stream socket attached; after
+#     the id, a NUL and a header the worker parses and keeps as its preset
+#     (only a header made of the sandbox's own settings: spawn_linux.go,
+#     header.presettable).
 #   worker: forks the request's child. The child reads its header (argv,
 #     env or "keep the worker's", rlimits, whether to wait; NUL-separated
-#     fields, read_header) from the request socket, says "H"
+#     fields, read_header) from the request socket, or takes the preset
+#     when that frame is empty, says "H"
 #     there (the host learns its host pid from SCM_CREDENTIALS), waits for
 #     "G" when the host must first move it into cgroups of the run's own,
 #     sets its rlimits and runs the program: the file as __main__ (mode
@@ -27,8 +31,9 @@
 #     {"id", "ipc": true}; the worker removes them and answers {"id",
 #     "clean": true|false}.
 #
-# The worker itself never reads a request's code or file contents, so none
-# of it can linger in the memory the next request's child inherits. It
+# The worker itself never reads a request's code, file contents, arguments
+# or environment, so none of it can linger in the memory the next
+# request's child inherits (a preset header holds none of them). It
 # makes itself non-dumpable, so /proc/1/mem is closed to the programs it
 # runs.
 import ctypes
@@ -53,6 +58,13 @@ os.set_inheritable(3, False)
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # the host's to send to children
 MODE = sys.argv[1]
 FDS_SPACE = socket.CMSG_SPACE(4 * 4)
+# A request's id, a NUL and a preset header (at most maxPreset,
+# spawn_linux.go). Small enough that recvmsg's buffer comes from Python's
+# own allocator: a larger one is a malloc (and a realloc) whose block ends
+# cost the worker copy-on-write faults every request.
+MESSAGE_MAX = 448
+# The preset header, parsed (read_header's tuple); None before the first.
+PRESET = None
 
 
 # The request socket is used through its descriptor (os.read, os.write),
@@ -125,7 +137,8 @@ def child(fds):
         os.close(3)
         rq = fds[3]
         os.set_blocking(rq, True)
-        wait, wdir, rlimits, argv, env, staged = read_header(read_frame(rq))
+        h = read_frame(rq)
+        wait, wdir, rlimits, argv, env, staged = read_header(h) if h else PRESET
         source = read_frame(rq) if staged else None
         write_all(rq, b"H")
         if wait and read_exact(rq, 1) != b"G":
@@ -230,7 +243,7 @@ def anyone():
 def recv():
     """One message from the host and the descriptors attached to it."""
     fds = array.array("i")
-    msg, anc, _, _ = sock.recvmsg(64, FDS_SPACE)
+    msg, anc, _, _ = sock.recvmsg(MESSAGE_MAX, FDS_SPACE)
     for level, typ, data in anc:
         if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
             fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
@@ -258,6 +271,7 @@ def ready():
 # report is formatted bytes, and orphans are reaped by the same blocking
 # wait4 that waits for the child.
 def main():
+    global PRESET
     prepare_forks()
     ready()
     while True:
@@ -272,6 +286,9 @@ def main():
             for fd in fds:
                 os.close(fd)
             continue
+        if b"\0" in msg:
+            msg, _, preset = msg.partition(b"\0")
+            PRESET = read_header(preset)
         pid = os.fork()
         if pid == 0:
             child(fds)
