@@ -252,12 +252,15 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 	if err != nil {
 		return nil, err
 	}
-	// Only this end is non-blocking, so only it joins the poller: an
-	// *os.File over it does what a net.UnixConn would, without the
-	// latter's dup and socket queries.
+	// Both ends block, and neither joins the poller: the host reads the
+	// child's "H" with one blocking recvmsg, when it is needed (childPid),
+	// and so the child's write of it wakes nothing. The receive timeout
+	// bounds that read should a child never say it (crashGrace, as Wait
+	// bounds the worker's report).
 	err = syscall.SetsockoptInt(pair[0], syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1)
 	if err == nil {
-		err = syscall.SetNonblock(pair[0], true)
+		tv := syscall.NsecToTimeval(crashGrace.Nanoseconds())
+		err = syscall.SetsockoptTimeval(pair[0], syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
 	}
 	if err != nil {
 		syscall.Close(pair[0])
@@ -298,14 +301,21 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 		return nil, fmt.Errorf("warm sandbox: %w", err)
 	}
 
+	p := &process{s: s, sb: sb, cg: cg, id: id, conn: conn, dir: dir, inputs: inputs}
+	if !h.Wait {
+		// Born in the sandbox's cgroups, the child goes on at once: its
+		// "H" is read when needed (childPid), by which time it waits in
+		// the socket.
+		ok = true
+		started.Add(1)
+		return p, nil
+	}
 	// Read here, not from a goroutine beside a wait for the sandbox's
 	// death: only the worker (until it forks) and then the child hold the
 	// other end of conn, and the child says "H" before it runs anything,
 	// so a sandbox that dies, or a child that fails, closes conn and ends
-	// this read. The worker's report is not awaited here: a child that
-	// need not wait for "G" may have run and exited already, and its
-	// report is Wait's to read.
-	pid := readHello(conn)
+	// this read.
+	pid := p.childPid()
 	if pid <= 0 {
 		conn.Close()
 		if !sb.alive() {
@@ -313,20 +323,19 @@ func (s *spawner) start(sb *sandbox, argv []string, dir string, env []string, st
 		}
 		return nil, errors.New("warm sandbox: the run did not start")
 	}
-	if h.Wait {
-		if err := cg.Join(pid); err != nil {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			conn.Close()
-			return nil, err
-		}
-		if _, err := conn.Write([]byte{'G'}); err != nil {
-			conn.Close()
-			return nil, err
-		}
+	if err := cg.Join(pid); err != nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		conn.Close()
+		return nil, err
+	}
+	if _, err := conn.Write([]byte{'G'}); err != nil {
+		conn.Close()
+		return nil, err
 	}
 	ok = true
 	started.Add(1)
-	return &process{s: s, sb: sb, cg: cg, pid: pid, id: id, conn: conn, dir: dir, inputs: inputs}, nil
+	p.pid = pid
+	return p, nil
 }
 
 // runCgroups gives a run the cgroups that hold its limits: the sandbox's
@@ -560,21 +569,37 @@ func readHello(c *os.File) int {
 
 // process is one program running in a warm sandbox.
 type process struct {
-	s      *spawner
-	sb     *sandbox
-	cg     *isolate.Cgroups
+	s  *spawner
+	sb *sandbox
+	cg *isolate.Cgroups
+	// pid is the child's host pid when Spawn read it (a run in cgroups of
+	// its own, which the host moves it into), else 0: Pid says so, and
+	// Kill and Wait learn it through childPid.
 	pid    int
 	id     int64
 	conn   *os.File // the run's request socket
 	dir    string
 	inputs []inputFile
 
+	hello    sync.Once
+	helloPid int // the child's pid from its "H" (childPid); 0 when none came
+
 	mu     sync.Mutex
 	killed bool
 	ended  bool // the worker reported the run's end: its processes are gone
 }
 
+// Pid is the child's host pid when Spawn knows it, else 0 (the run's Kill
+// finds it): program.Exec's own group kills then do nothing, and the
+// worker's sweep and Kill end the run's processes.
 func (p *process) Pid() int { return p.pid }
+
+// childPid is the child's host pid, from the "H" it sends before it runs
+// anything, read once; 0 when it never said it: the run did not start.
+func (p *process) childPid() int {
+	p.hello.Do(func() { p.helloPid = readHello(p.conn) })
+	return p.helloPid
+}
 
 // OrphansContained implements program.Contained: the program runs in the
 // sandbox's pid namespace, whose init reaps what it leaves.
@@ -595,8 +620,10 @@ func (p *process) Kill() {
 		return
 	}
 	p.killed = true
-	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
-	_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	if pid := p.childPid(); pid > 0 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 	p.cg.Kill()
 }
 
@@ -614,6 +641,11 @@ func (p *process) Wait() (isolation.Exit, error) {
 	if m.Status == nil || m.ID != p.id {
 		p.sb.kill(errors.New("protocol error"))
 		return p.crashed(fmt.Errorf("the warm sandbox answered out of turn: %+v", m))
+	}
+	if p.childPid() <= 0 {
+		// The child ended before it said "H": before it ran anything.
+		p.sb.kill(errors.New("a run did not start"))
+		return p.crashed(errors.New("warm sandbox: the run did not start"))
 	}
 	if !p.cg.Shared() {
 		// The worker swept its namespace; this is the run's cgroups' own
