@@ -43,14 +43,20 @@ const sharedHeadroom = 8 << 20
 
 // sharedState is what Cgroups keep for the shared kind.
 type sharedState struct {
-	keep        []int    // host pids never to kill: bwrap, the sandbox's pid 1
-	memLimit    int64    // the memory limit written last (0: none), -1 unknown
-	pidsLimit   int64    // the pids limit written last (0: none), -1 unknown
-	swapOff     bool     // v2 memory.swap.max is 0 already
-	baseOOM     int64    // counters at Begin
-	basePidsMax int64    //
-	peakFile    *os.File // v2 memory.peak, reset through this descriptor
-	peakReset   bool     // the high-water mark was reset at Begin
+	keep        []int // host pids never to kill: bwrap, the sandbox's pid 1
+	memLimit    int64 // the memory limit written last (0: none), -1 unknown
+	pidsLimit   int64 // the pids limit written last (0: none), -1 unknown
+	swapOff     bool  // v2 memory.swap.max is 0 already
+	baseOOM     int64 // counters at Begin
+	basePidsMax int64 //
+	// The counters as the last run's end read them (ended says they
+	// are): the next Begin's base. Between two runs the sandbox holds only
+	// bwrap and its idle pid 1, which count no OOM kill and no refused
+	// fork, so reading them again at Begin (three preads) told nothing new.
+	endOOM, endPidsMax int64
+	ended              bool
+	peakFile           *os.File // v2 memory.peak, reset through this descriptor
+	peakReset          bool     // the high-water mark was reset at Begin
 
 	// The counters' files, opened once and read with pread: a run reads
 	// them at Begin and at Judge, and opening cgroupfs files through os
@@ -173,7 +179,12 @@ func (g *Cgroups) Begin(spec Spec) error {
 	if g.rc.pids != nil && spec.MaxProcesses > 0 {
 		g.enforced = append(g.enforced, "pids=cgroup-v"+strconv.Itoa(g.rc.pids.version))
 	}
-	sh.baseOOM, sh.basePidsMax, _ = g.rc.statsWith(sh.read)
+	if sh.ended {
+		sh.baseOOM, sh.basePidsMax = sh.endOOM, sh.endPidsMax
+	} else {
+		sh.baseOOM, sh.basePidsMax, _ = g.rc.statsWith(sh.read)
+	}
+	sh.ended = false
 	sh.peakReset = g.resetPeak()
 	return nil
 }
@@ -263,6 +274,7 @@ func (g *Cgroups) sharedStats() (oomKills, pidsMax, peak int64) {
 	sh := g.shared
 	oom, pm, p := g.rc.statsWith(sh.read)
 	oomKills, pidsMax = oom-sh.baseOOM, pm-sh.basePidsMax
+	sh.endOOM, sh.endPidsMax, sh.ended = oom, pm, true
 	switch {
 	case !sh.peakReset:
 	case g.rc.mem.version == 1:
