@@ -152,3 +152,25 @@ print(sys.argv[1:], os.environ.get("EXTRA"), resource.getrlimit(resource.RLIMIT_
 		}
 	}
 }
+
+// TestStagedWipe: the wipe after a staged run unlinks its code file first
+// and lists the workspace only when something else is left; whatever a
+// run leaves (its code file replaced by a directory, other files) is gone
+// for the next run.
+func TestStagedWipe(t *testing.T) {
+	p := newPool(t, ModePython, 1, 0)
+	l := core.Limits{Wall: 60 * time.Second}
+	list := "import os\nprint(sorted(os.listdir('.')), sorted(os.listdir('/tmp')))"
+	for i, code := range []string{
+		"print('only the code file')",
+		"import os\nos.remove('main.py')\nos.makedirs('main.py/sub')\nopen('main.py/sub/f', 'w').write('x')\nopen('other', 'w').write('y')\nopen('/tmp/t', 'w').write('z')",
+		"import os\nos.remove('main.py')",
+	} {
+		if r := runStaged(t, p, code, l); r.ExitCode != 0 {
+			t.Fatalf("run %d: exit %d %q", i, r.ExitCode, r.Stderr)
+		}
+		if r := runStaged(t, p, list, l); r.Stdout != "['main.py'] []\n" {
+			t.Fatalf("after run %d the workspace holds %q %q", i, r.Stdout, r.Stderr)
+		}
+	}
+}

@@ -801,7 +801,11 @@ func (p *process) release() {
 		p.s.pool.returned(p.sb, false)
 		return
 	}
-	err := p.sb.wipe()
+	var staged string // the one file a staged run's workspace most often holds
+	if ws := p.s.run.Staged; ws != nil {
+		staged, _ = ws.Code()
+	}
+	err := p.sb.wipe(staged)
 	// Remove uncharges nothing now: the wipe freed the tmpfs pages first.
 	_ = p.cg.Remove()
 	if err != nil {
@@ -837,8 +841,15 @@ func (p *process) release() {
 }
 
 // wipe empties /workspace, /tmp and /dev/shm and checks they are empty.
-func (sb *sandbox) wipe() error {
+// staged, when not "", names a file the workspace likely holds alone (a
+// staged run's code file): it is unlinked first, and an empty workspace
+// then needs no listing.
+func (sb *sandbox) wipe(staged string) error {
 	for i, r := range sb.scratch {
+		if i == 0 && staged != "" && sb.scratchTmpfs[i] {
+			// Gone already, or a directory now: the listing below sees to it.
+			_ = controlFD(sb.scratchDirs[i], func(fd int) error { return unix.Unlinkat(fd, staged, 0) })
+		}
 		if sb.scratchTmpfs[i] && emptyTmpfs(sb.scratchDirs[i]) {
 			continue
 		}
