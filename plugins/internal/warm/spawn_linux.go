@@ -673,7 +673,9 @@ func (p *process) Wait() (isolation.Exit, error) {
 		ferr = p.files()
 	}
 	p.s.pool.willReturn()
-	go p.release()
+	if !p.resetQuickly() {
+		go p.release()
+	}
 	if ferr != nil {
 		return ex, fmt.Errorf("collecting produced files: %w", ferr)
 	}
@@ -801,11 +803,7 @@ func (p *process) release() {
 		p.s.pool.returned(p.sb, false)
 		return
 	}
-	var staged string // the one file a staged run's workspace most often holds
-	if ws := p.s.run.Staged; ws != nil {
-		staged, _ = ws.Code()
-	}
-	err := p.sb.wipe(staged)
+	err := p.sb.wipe(p.stagedName())
 	// Remove uncharges nothing now: the wipe freed the tmpfs pages first.
 	_ = p.cg.Remove()
 	if err != nil {
@@ -840,16 +838,57 @@ func (p *process) release() {
 	p.s.pool.returned(p.sb, true)
 }
 
-// wipe empties /workspace, /tmp and /dev/shm and checks they are empty.
-// staged, when not "", names a file the workspace likely holds alone (a
-// staged run's code file): it is unlinked first, and an empty workspace
-// then needs no listing.
-func (sb *sandbox) wipe(staged string) error {
-	for i, r := range sb.scratch {
-		if i == 0 && staged != "" && sb.scratchTmpfs[i] {
-			// Gone already, or a directory now: the listing below sees to it.
-			_ = controlFD(sb.scratchDirs[i], func(fd int) error { return unix.Unlinkat(fd, staged, 0) })
+// resetQuickly returns the sandbox to the pool before Wait returns, when
+// the run left nothing but a staged code file (emptied) and no SysV IPC
+// object: a few system calls, cheaper than a goroutine started (and a
+// thread woken) for release. Anything else is release's, after the run's
+// result has gone, as a large tree to remove may take a while.
+func (p *process) resetQuickly() bool {
+	if !p.sb.alive() || !p.sb.emptied(p.stagedName()) {
+		return false
+	}
+	if left, err := p.sb.ipcLeft(); err != nil || left {
+		return false
+	}
+	_ = p.cg.Remove()
+	p.conn.Close()
+	p.s.pool.returned(p.sb, true)
+	return true
+}
+
+// stagedName is a staged run's code file's name, "" for another run.
+func (p *process) stagedName() string {
+	if ws := p.s.run.Staged; ws != nil {
+		name, _ := ws.Code()
+		return name
+	}
+	return ""
+}
+
+// emptied unlinks staged (when not "") from the workspace and says
+// whether the scratch directories are then all empty, from one fstat each
+// (emptyTmpfs): a staged run's workspace most often holds its code file
+// alone. false says only that a listing must tell.
+func (sb *sandbox) emptied(staged string) bool {
+	if staged != "" && sb.scratchTmpfs[0] {
+		// Gone already, or a directory now: a listing sees to it.
+		_ = controlFD(sb.scratchDirs[0], func(fd int) error { return unix.Unlinkat(fd, staged, 0) })
+	}
+	for i, d := range sb.scratchDirs {
+		if !sb.scratchTmpfs[i] || !emptyTmpfs(d) {
+			return false
 		}
+	}
+	return true
+}
+
+// wipe empties /workspace, /tmp and /dev/shm and checks they are empty.
+// staged is emptied's.
+func (sb *sandbox) wipe(staged string) error {
+	if sb.emptied(staged) {
+		return nil
+	}
+	for i, r := range sb.scratch {
 		if sb.scratchTmpfs[i] && emptyTmpfs(sb.scratchDirs[i]) {
 			continue
 		}
