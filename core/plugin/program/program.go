@@ -186,6 +186,9 @@ type Spawner interface {
 
 // Process is a started program.
 type Process interface {
+	// Pid is the process's host pid (its group's id), or 0 when the
+	// spawner does not know it yet: then the Process must be a Killer,
+	// and Exec's own group kills do nothing.
 	Pid() int
 	// Wait blocks until the process has exited and returns how.
 	Wait() (isolation.Exit, error)
