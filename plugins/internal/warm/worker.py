@@ -38,7 +38,6 @@
 # runs.
 import ctypes
 import resource
-import struct
 import time
 
 WORKDIR = "/workspace"
@@ -65,6 +64,10 @@ FDS_SPACE = socket.CMSG_SPACE(4 * 4)
 MESSAGE_MAX = 448
 # The preset header, parsed (read_header's tuple); None before the first.
 PRESET = None
+# What a child sets for SIGINT, as plain objects of _signal: signal's are
+# enum members, each a page the child would copy to touch.
+SIGINT = _signal.SIGINT
+DEFAULT_INT = _signal.default_int_handler
 
 
 # The request socket is used through its descriptor (os.read, os.write),
@@ -88,18 +91,13 @@ def read_exact(fd, n):
 
 
 def read_frame(fd):
-    (n,) = struct.unpack(">I", read_exact(fd, 4))
-    return read_exact(fd, n)
+    return read_exact(fd, int.from_bytes(read_exact(fd, 4), "big"))
 
 
 def write_all(fd, data):
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
-
-
-def write_frame(fd, data):
-    write_all(fd, struct.pack(">I", len(data)) + data)
 
 
 def read_header(data):
@@ -133,14 +131,14 @@ def child(fds):
         # none of the worker's descriptors. _signal, not signal: the
         # latter's wrappers touch enough objects to cost dozens of
         # copy-on-write faults in every child.
-        _signal.signal(signal.SIGINT, signal.default_int_handler)
+        _signal.signal(SIGINT, DEFAULT_INT)
         os.close(3)
         rq = fds[3]
         os.set_blocking(rq, True)
         h = read_frame(rq)
         wait, wdir, rlimits, argv, env, staged = read_header(h) if h else PRESET
         source = read_frame(rq) if staged else None
-        write_all(rq, b"H")
+        os.write(rq, b"H")  # one byte to a blocking socket: all of it
         if wait and read_exact(rq, 1) != b"G":
             os._exit(1)
         os.close(rq)
