@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlmkit/rlm/core"
+	"github.com/rlmkit/rlm/core/ending"
 	"github.com/rlmkit/rlm/core/plugin/program"
 )
 
@@ -172,5 +173,25 @@ func TestStagedWipe(t *testing.T) {
 		if r := runStaged(t, p, list, l); r.Stdout != "['main.py'] []\n" {
 			t.Fatalf("after run %d the workspace holds %q %q", i, r.Stdout, r.Stderr)
 		}
+	}
+}
+
+// TestKillBeforeHello: a deadline that runs out before the child has said
+// "H" (the host no longer waits for it at start) still kills the run: Kill
+// reads the child's pid first. The sandbox serves the next run.
+func TestKillBeforeHello(t *testing.T) {
+	p := newPool(t, ModePython, 1, 0)
+	_, workers := p.Sandboxes()
+	for i := 0; i < 5; i++ {
+		r := runStaged(t, p, "while True: pass", core.Limits{Wall: time.Millisecond})
+		if r.EndedBy != ending.Timeout {
+			t.Fatalf("run %d: ended by %s, want timeout (exit %d %q)", i, r.EndedBy, r.ExitCode, r.Stderr)
+		}
+		if r := runStaged(t, p, "print('next')", core.Limits{Wall: 60 * time.Second}); r.Stdout != "next\n" {
+			t.Fatalf("after run %d: %q %q", i, r.Stdout, r.Stderr)
+		}
+	}
+	if _, now := p.Sandboxes(); len(now) != 1 || now[0] != workers[0] {
+		t.Fatalf("the sandbox was replaced (%v -> %v)", workers, now)
 	}
 }
