@@ -2,6 +2,7 @@ package warm
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -190,6 +191,36 @@ func TestKillBeforeHello(t *testing.T) {
 		if r := runStaged(t, p, "print('next')", core.Limits{Wall: 60 * time.Second}); r.Stdout != "next\n" {
 			t.Fatalf("after run %d: %q %q", i, r.Stdout, r.Stderr)
 		}
+	}
+	// Killed at once, before the child can have said anything: Kill must
+	// have read the child's pid (from its "H") to kill it, and Wait then
+	// reports the run killed.
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	l := core.Limits{Wall: 60 * time.Second, Isolation: "namespace"}
+	for i := 0; i < 5; i++ {
+		ws := program.StagedWorkspace(core.Program{Code: "while True: pass", Limits: l}, "main.py", "/workspace")
+		proc, err := p.Spawner(context.Background(), Run{Limits: l, Staged: ws}).Spawn(
+			[]string{p.cfg.Python, ws.CodePath}, ws.Dir, program.BaseEnv(ws.Dir), null, null, null)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if proc.Pid() != 0 {
+			t.Fatalf("Spawn waited for the child's pid (%d)", proc.Pid())
+		}
+		proc.(program.Killer).Kill()
+		if pid := proc.(*process).helloPid; pid <= 0 {
+			t.Fatalf("Kill did not learn the child's pid (%d)", pid)
+		}
+		if ex, err := proc.Wait(); err != nil || ex.EndedBy != ending.Cancelled {
+			t.Fatalf("killed run %d: %+v %v", i, ex, err)
+		}
+	}
+	if r := runStaged(t, p, "print('next')", core.Limits{Wall: 60 * time.Second}); r.Stdout != "next\n" {
+		t.Fatalf("after the killed runs: %q %q", r.Stdout, r.Stderr)
 	}
 	if _, now := p.Sandboxes(); len(now) != 1 || now[0] != workers[0] {
 		t.Fatalf("the sandbox was replaced (%v -> %v)", workers, now)

@@ -146,7 +146,7 @@ func startSandbox(cfg Config) (*sandbox, error) {
 	cmd, err := isolate.Command(context.Background(), isolate.Spec{
 		Spec: isolation.Spec{
 			Level:         isolation.Namespace,
-			Argv:          []string{cfg.Python, "-c", pyMain + pyWorker, string(cfg.Mode), isolate.WarmWorkerArg},
+			Argv:          []string{cfg.Python, "-c", pyMain + pyWorker, string(cfg.Mode), strconv.Itoa(workerMessageMax), isolate.WarmWorkerArg},
 			Env:           env,
 			Dir:           dir,
 			ReadOnlyPaths: cfg.ReadOnlyPaths,

@@ -74,10 +74,16 @@ var envKept atomic.Int64
 // preset (header.presettable), for the test that checks they do.
 var presetRuns atomic.Int64
 
+// workerMessageMax is the largest control message the worker reads (its
+// argv[2], MESSAGE_MAX): small enough that its receive buffer comes from
+// Python's small-object allocator (a larger one is a malloc and realloc
+// whose block ends cost the worker copy-on-write faults every request).
+const workerMessageMax = 448
+
 // maxPreset bounds a preset header: with the request's id (at most 20
-// digits) and a NUL it fits worker.py's MESSAGE_MAX (448 bytes). A longer
-// header (a very long interpreter path) is sent whole with each run.
-const maxPreset = 448 - 21
+// digits) and a NUL it fits workerMessageMax. A longer header (a very long
+// interpreter path) is sent whole with each run.
+const maxPreset = workerMessageMax - 21
 
 // hostPidsHeld are the processes of a cold run's tree besides the program
 // (bwrap outside the sandbox and its reaper inside), which count toward a

@@ -57,11 +57,9 @@ os.set_inheritable(3, False)
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # the host's to send to children
 MODE = sys.argv[1]
 FDS_SPACE = socket.CMSG_SPACE(4 * 4)
-# A request's id, a NUL and a preset header (at most maxPreset,
-# spawn_linux.go). Small enough that recvmsg's buffer comes from Python's
-# own allocator: a larger one is a malloc (and a realloc) whose block ends
-# cost the worker copy-on-write faults every request.
-MESSAGE_MAX = 448
+# The largest control message: a request's id, a NUL and a preset header
+# (the host's workerMessageMax, spawn_linux.go).
+MESSAGE_MAX = int(sys.argv[2])
 # The preset header, parsed (read_header's tuple); None before the first.
 PRESET = None
 # What a child sets for SIGINT, as plain objects of _signal: signal's are
