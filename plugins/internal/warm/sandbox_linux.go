@@ -139,6 +139,13 @@ func startSandbox(cfg Config) (*sandbox, error) {
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "warm"), os.NewFile(uintptr(fds[1]), "worker")
 	defer theirs.Close()
+	source, err := ForkServerSource(pyMain + pyWorker)
+	if err != nil {
+		mine.Close()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	defer source.Close()
 	env := cfg.Env
 	if env == nil {
 		env = append(isolate.DefaultEnv(isolate.SandboxWorkdir), "PYTHONDONTWRITEBYTECODE=1")
@@ -146,7 +153,7 @@ func startSandbox(cfg Config) (*sandbox, error) {
 	cmd, err := isolate.Command(context.Background(), isolate.Spec{
 		Spec: isolation.Spec{
 			Level:         isolation.Namespace,
-			Argv:          []string{cfg.Python, "-c", pyMain + pyWorker, string(cfg.Mode), strconv.Itoa(workerMessageMax), isolate.WarmWorkerArg},
+			Argv:          ForkServerArgv(cfg.Python, string(cfg.Mode), strconv.Itoa(workerMessageMax), isolate.WarmWorkerArg),
 			Env:           env,
 			Dir:           dir,
 			ReadOnlyPaths: cfg.ReadOnlyPaths,
@@ -158,7 +165,7 @@ func startSandbox(cfg Config) (*sandbox, error) {
 			AllowNetwork: cfg.AllowNetwork,
 		},
 		TmpBytes:   cfg.TmpBytes,
-		ExtraFiles: []*os.File{theirs},
+		ExtraFiles: []*os.File{theirs, source}, // fds 3 and ForkServerSourceFD
 		AsInit:     true,
 	})
 	if err != nil {

@@ -55,8 +55,6 @@ type Server struct {
 // Start launches the fork server with python (the real interpreter) and env
 // (its base environment).
 func Start(python string, env []string) (*Server, error) {
-	// The server's source goes on the command line, not in a file: a
-	// plugin killed with SIGKILL then leaves nothing behind.
 	dir := os.TempDir()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -64,10 +62,17 @@ func Start(python string, env []string) (*Server, error) {
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "forkserver"), os.NewFile(uintptr(fds[1]), "zygote")
 	defer theirs.Close()
-	cmd := exec.Command(python, "-c", warm.PythonMain()+string(zygote))
+	source, err := warm.ForkServerSource(warm.PythonMain() + string(zygote))
+	if err != nil {
+		mine.Close()
+		return nil, err
+	}
+	defer source.Close()
+	argv := warm.ForkServerArgv(python)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Dir = dir
-	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.ExtraFiles = []*os.File{theirs, source} // fds 3 and warm.ForkServerSourceFD
 	cmd.Stderr = os.Stderr
 	proctree.Configure(cmd)
 	if err := proctree.Start(cmd); err != nil {
