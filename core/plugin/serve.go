@@ -19,6 +19,7 @@ func Serve(rt Runtime) { ServeGRPC(NewServer(rt)) }
 // must speak it directly: a test's mock runtime (core/plugin/plugintest) that
 // plays a misbehaving plugin. A plugin calls Serve.
 func ServeGRPC(impl pb.RuntimeServer) {
+	pb.RestorePluginEnv()
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig:  pb.Handshake,
 		VersionedPlugins: pb.VersionedPlugins(impl),

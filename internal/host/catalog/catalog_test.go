@@ -23,7 +23,11 @@ import (
 // Info answers (see infos).
 func TestMain(m *testing.M) {
 	if kind := os.Getenv("RLM_CATALOG_PLUGIN"); kind != "" {
-		plugin.ServeGRPC(&plugintest.Runtime{InfoF: infos[kind]})
+		info := infos[kind]
+		if kind == "env" {
+			info = envInfo
+		}
+		plugin.ServeGRPC(&plugintest.Runtime{InfoF: info})
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -43,6 +47,24 @@ var infos = map[string]func(context.Context, *pb.InfoRequest) (*pb.InfoResponse,
 	"mute": func(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
 		return nil, status.Error(codes.Internal, "probe failed\nsecond line")
 	},
+}
+
+// envInfo is the Info of the plugin kind "env": it says, as its
+// RuntimeVersion, the GODEBUG it started with and the one it runs with
+// (runtimepb.PluginEnv, RestorePluginEnv).
+func envInfo(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
+	start := "unset"
+	environ, _ := os.ReadFile("/proc/self/environ")
+	for _, kv := range strings.Split(string(environ), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
+			start = v
+		}
+	}
+	now, ok := os.LookupEnv("GODEBUG")
+	if !ok {
+		now = "unset"
+	}
+	return &pb.InfoResponse{Name: "env", RuntimeVersion: start + " | " + now, Available: true, Capabilities: []string{"program"}}, nil
 }
 
 // pluginDir holds an rlm-plugin-KIND for each kind of infos, and a
@@ -127,5 +149,26 @@ func TestOpen(t *testing.T) {
 	var nf *launch.NotFoundError
 	if _, err := catalog.Open(context.Background(), sp, "absent", "absent"); !errors.As(err, &nf) || nf.Name != "absent" {
 		t.Errorf("absent: %v", err)
+	}
+}
+
+// TestPluginEnvironment: a launched plugin starts with runtimepb.PluginEnv's
+// GODEBUG (the host's own settings after it) and runs with the host's.
+func TestPluginEnvironment(t *testing.T) {
+	for _, host := range []string{"", "madvdontneed=1"} {
+		t.Setenv("GODEBUG", host)
+		dir := t.TempDir()
+		plugintest.WritePlugin(t, dir, "env", "RLM_CATALOG_PLUGIN=env")
+		entries := catalog.List(context.Background(), launch.SearchPath{dir})
+		if len(entries) != 1 || entries[0].Info == nil {
+			t.Fatalf("listed %+v", entries)
+		}
+		want := "schedtrace=2147483647 | unset"
+		if host != "" {
+			want = "schedtrace=2147483647," + host + " | " + host
+		}
+		if got := entries[0].Info.RuntimeVersion; got != want {
+			t.Errorf("host GODEBUG %q: the plugin said %q, want %q", host, got, want)
+		}
 	}
 }

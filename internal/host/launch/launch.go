@@ -66,6 +66,7 @@ func LaunchWithin(path string, start time.Duration) (*Plugin, error) {
 	// go there too: a plugin killed mid-run cannot clean up after itself,
 	// and this process removes the directory whatever happened.
 	cmd.Env = append(os.Environ(), goplugin.EnvUnixSocketDir+"="+sockDir, "TMPDIR="+sockDir)
+	cmd.Env = append(cmd.Env, pb.PluginEnv(os.Getenv("GODEBUG"))...)
 	tail := &tailWriter{max: 8 << 10}
 	gp := goplugin.NewClient(&goplugin.ClientConfig{
 		// cmd.Env holds the host's environment already. Without this,
