@@ -21,19 +21,21 @@ const ForkServerSourceFD = 4
 // take ~6 % less (BENCHMARKS.md). The source is not in argv either: the
 // interpreter keeps two copies of its command line for good.
 const bootPy = `import marshal, os
+def _rlm_read(fd):
+    chunks = []
+    while True:
+        b = os.read(fd, 1 << 16)
+        if not b:
+            os.close(fd)
+            return b"".join(chunks)
+        chunks.append(b)
 def _rlm_boot(fd):
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(r)
-            src = []
-            while True:
-                b = os.read(fd, 1 << 16)
-                if not b:
-                    break
-                src.append(b)
-            data = marshal.dumps(compile(b"".join(src), "<rlm fork server>", "exec"))
+            data = marshal.dumps(compile(_rlm_read(fd), "<rlm fork server>", "exec"))
             while data:
                 data = data[os.write(w, data):]
         except BaseException as e:
@@ -42,16 +44,10 @@ def _rlm_boot(fd):
         os._exit(0)
     os.close(fd)
     os.close(w)
-    data = []
-    while True:
-        b = os.read(r, 1 << 16)
-        if not b:
-            break
-        data.append(b)
-    os.close(r)
+    code = _rlm_read(r)
     if os.waitpid(pid, 0)[1] != 0:
         raise SystemExit(1)
-    return marshal.loads(b"".join(data))
+    return marshal.loads(code)
 exec(_rlm_boot(4))  # ForkServerSourceFD
 `
 
