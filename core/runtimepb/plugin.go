@@ -181,9 +181,12 @@ func DialOptions() []grpc.DialOption {
 // CPU in context switches on a 2-core VM. With schedtrace set, sysmon
 // never sleeps deeply (proc.go: "sysmon should not enter deep sleep if
 // schedtrace is enabled"), so its interval grows to 10 ms as in any busy
-// Go program; it then prints a scheduler trace every 2^31-1 ms (24.8
-// days) of the machine's uptime, to the plugin's stderr. Measured: rlm
-// serve's warm runs at 32 clients ~5 % faster (BENCHMARKS.md).
+// Go program. It then also prints a scheduler trace to the plugin's
+// stderr every 2^31-1 ms (24.8 days) of the machine's uptime, and before
+// the report of a fatal error; the host keeps that report from its
+// "panic: " or "fatal error: " line (internal/host/launch's tailWriter).
+// Measured: rlm serve's warm runs at 32 clients ~5 % faster
+// (BENCHMARKS.md).
 const sysmonAwake = "schedtrace=2147483647"
 
 // hostGodebugEnv carries the host's own GODEBUG to the plugin, which puts
