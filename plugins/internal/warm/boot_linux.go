@@ -3,6 +3,7 @@ package warm
 import (
 	"fmt"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,7 +21,7 @@ const ForkServerSourceFD = 4
 // holds 7.7 MB of anonymous memory instead of 9.0, and a fork and exit
 // take ~6 % less (BENCHMARKS.md). The source is not in argv either: the
 // interpreter keeps two copies of its command line for good.
-const bootPy = `import marshal, os
+var bootPy = `import marshal, os
 def _rlm_read(fd):
     chunks = []
     while True:
@@ -48,7 +49,7 @@ def _rlm_boot(fd):
     if os.waitpid(pid, 0)[1] != 0:
         raise SystemExit(1)
     return marshal.loads(code)
-exec(_rlm_boot(4))  # ForkServerSourceFD
+exec(_rlm_boot(` + strconv.Itoa(ForkServerSourceFD) + `))
 `
 
 // ForkServerArgv is the command line of a fork server run by python: its
