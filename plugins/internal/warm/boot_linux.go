@@ -69,13 +69,15 @@ func ForkServerSource(src string) (*os.File, error) {
 		return nil, err
 	}
 	defer w.Close()
-	// The pipe must hold all of it: nobody reads before the server starts.
-	if len(src) > 64<<10 {
-		got, err := unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, len(src))
-		if err != nil || got < len(src) {
-			r.Close()
-			return nil, fmt.Errorf("a pipe for the fork server's %d-byte source: %v", len(src), err)
-		}
+	// The pipe must hold all of it, as nobody reads before the server
+	// starts: a write that did not fit would wait for ever. Its size is
+	// set, not assumed to be the default 64 KiB: a user past
+	// pipe-user-pages-soft gets pipes of one page. (Fd makes w blocking,
+	// which a write that fits never does.)
+	got, err := unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, len(src))
+	if err != nil || got < len(src) {
+		r.Close()
+		return nil, fmt.Errorf("python fork server: a pipe cannot hold the fork server's %d-byte source (%v): see /proc/sys/fs/pipe-max-size and pipe-user-pages-soft", len(src), err)
 	}
 	if _, err := w.WriteString(src); err != nil {
 		r.Close()
